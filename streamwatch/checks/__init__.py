@@ -1,0 +1,26 @@
+"""Named health checks: each reads detector signals and decides incidents."""
+
+from streamwatch.checks.base import Check
+from streamwatch.checks.drift import DriftCheck
+from streamwatch.checks.entropy import EntropyCheck
+from streamwatch.checks.hacking import HackingCheck
+from streamwatch.checks.length import LengthCheck, TruncationCheck
+from streamwatch.checks.remedies import REMEDIES
+from streamwatch.checks.reward import RewardCheck
+from streamwatch.checks.spike import SpikeCheck
+from streamwatch.checks.stall import StallCheck
+from streamwatch.checks.straggler import StragglerCheck
+
+__all__ = [
+    "REMEDIES",
+    "Check",
+    "DriftCheck",
+    "EntropyCheck",
+    "HackingCheck",
+    "LengthCheck",
+    "RewardCheck",
+    "SpikeCheck",
+    "StallCheck",
+    "StragglerCheck",
+    "TruncationCheck",
+]

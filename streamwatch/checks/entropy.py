@@ -1,0 +1,119 @@
+"""Entropy collapse and blow-up.
+
+Healthy entropy falls 3-8x early in training and settles; a collapse keeps falling towards
+zero, a blow-up climbs back far above where it settled (gibberish). The check judges the
+EWMA-smoothed entropy against the run's own start (median of the warm-up) and its own
+minimum, plus the fall rate over a window. Mean token probability tells the same story
+upside down: with ``invert=True`` the check watches ``1 - p``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from statistics import median
+
+from streamwatch.checks.base import ratio
+from streamwatch.config import EntropySettings
+from streamwatch.detectors import Ewma, Persistence
+from streamwatch.incidents import Finding, Kind, Severity
+
+_FLOOR = 1e-9
+
+
+class EntropyCheck:
+    kinds: tuple[Kind, ...] = (Kind.ENTROPY_COLLAPSE, Kind.ENTROPY_BLOWUP)
+
+    def __init__(
+        self, indicator: str, metric: str, settings: EntropySettings, invert: bool = False
+    ) -> None:
+        self.indicator = indicator
+        self.metric = metric
+        self.s = settings
+        self.invert = invert
+        self._warm: list[float] = []
+        self.ref = math.nan
+        self._smooth = Ewma(settings.smoothing)
+        self._recent: deque[float] = deque(maxlen=settings.fall_window + 1)
+        self.low = math.inf
+        self._collapse = Persistence(2)
+        self._blowup = Persistence(2)
+
+    def update(self, step: int, x: float) -> list[Finding]:
+        value = max(1.0 - x if self.invert else x, _FLOOR)
+        smooth = self._smooth.update(value)
+        if len(self._warm) < self.s.warmup:
+            self._warm.append(value)
+            if len(self._warm) == self.s.warmup:
+                self.ref = max(median(self._warm), _FLOOR)
+            return []
+        self._recent.append(smooth)
+        self.low = min(self.low, smooth)
+        found = []
+        collapse = self._judge_collapse(step, smooth, x)
+        if self._collapse.update(collapse is not None) and collapse is not None:
+            found.append(collapse)
+        blowup = self._judge_blowup(step, smooth, x)
+        if self._blowup.update(blowup is not None) and blowup is not None:
+            found.append(blowup)
+        return found
+
+    def _evidence(self, smooth: float, x: float) -> dict[str, float]:
+        return {
+            "value": x,
+            "smoothed": self._shown(smooth),
+            "reference": self._shown(self.ref),
+            "ratio_to_reference": smooth / self.ref,
+            "run_minimum": self._shown(self.low),
+        }
+
+    def _shown(self, v: float) -> float:
+        return 1.0 - v if self.invert else v
+
+    def _judge_collapse(self, step: int, smooth: float, x: float) -> Finding | None:
+        r = smooth / self.ref
+        full = len(self._recent) == self._recent.maxlen
+        fall = ratio(self._recent[0], smooth) if full else 1.0
+        if r < self.s.collapse_critical_ratio:
+            severity, why = Severity.CRITICAL, f"is {r:.3f}x its start"
+        elif r < self.s.collapse_ratio:
+            severity, why = Severity.WARNING, f"is {r:.3f}x its start"
+        elif fall >= self.s.fall_factor and r < self.s.fall_min_ratio:
+            severity = Severity.WARNING
+            why = f"fell {fall:.1f}x in {self.s.fall_window} steps to {r:.3f}x its start"
+        else:
+            return None
+        evidence = self._evidence(smooth, x)
+        evidence["fall_in_window"] = fall
+        what = "token probability is rising towards 1" if self.invert else "entropy"
+        return Finding(
+            Kind.ENTROPY_COLLAPSE,
+            self.indicator,
+            self.metric,
+            severity,
+            step,
+            f"{what} collapsing: {self.metric} {why}",
+            evidence,
+        )
+
+    def _judge_blowup(self, step: int, smooth: float, x: float) -> Finding | None:
+        above_start = smooth / self.ref
+        above_low = smooth / self.low
+        if above_start > self.s.blowup_ratio:
+            why = f"is {above_start:.2f}x its start"
+        elif above_low > self.s.rebound_factor:
+            why = f"climbed {above_low:.2f}x above the run's minimum"
+        else:
+            return None
+        severity = Severity.CRITICAL if above_start > 2 * self.s.blowup_ratio else Severity.WARNING
+        evidence = self._evidence(smooth, x)
+        evidence["ratio_to_minimum"] = above_low
+        return Finding(
+            Kind.ENTROPY_BLOWUP,
+            self.indicator,
+            self.metric,
+            severity,
+            step,
+            f"entropy blowing up (gibberish risk): {self.metric} {why}",
+            evidence,
+        )

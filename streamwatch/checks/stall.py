@@ -1,0 +1,69 @@
+"""Run stalls: no events for several times the run's own cadence, judged on event time.
+
+The cadence is the median gap between the run's recent step advances. The Monitor passes
+``now`` in: the newest event time it has seen (replay) or the service's clock (live).
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import median
+
+from streamwatch.config import StallSettings
+from streamwatch.detectors import Window
+from streamwatch.incidents import Finding, Kind, Severity
+
+
+class StallCheck:
+    kinds: tuple[Kind, ...] = (Kind.RUN_STALLED,)
+
+    def __init__(self, settings: StallSettings) -> None:
+        self.s = settings
+        self.last_ts = math.nan
+        self.last_step = -1
+        self._step_ts = math.nan
+        self._gaps = Window(20)
+
+    def observe(self, step: int, ts: float | None) -> None:
+        """An event arrived: remember when, and learn the cadence from step advances."""
+        if ts is None or not math.isfinite(ts):
+            return
+        if math.isnan(self.last_ts) or ts > self.last_ts:
+            self.last_ts = ts
+        if step > self.last_step:
+            if self.last_step >= 0 and not math.isnan(self._step_ts) and ts > self._step_ts:
+                self._gaps.update((ts - self._step_ts) / (step - self.last_step))
+            self.last_step = step
+            self._step_ts = ts
+
+    def cadence(self) -> float:
+        if len(self._gaps) < self.s.min_steps - 1:
+            return math.nan
+        return median(self._gaps.values)
+
+    def check(self, now: float) -> Finding | None:
+        cadence = self.cadence()
+        if math.isnan(cadence) or math.isnan(self.last_ts):
+            return None
+        silent = now - self.last_ts
+        limit = max(self.s.factor * cadence, self.s.min_seconds)
+        if silent <= limit:
+            return None
+        severity = Severity.CRITICAL if silent > 3 * limit else Severity.WARNING
+        return Finding(
+            Kind.RUN_STALLED,
+            "run",
+            "",
+            severity,
+            self.last_step,
+            f"run stalled: no events for {silent:.0f} s ({silent / cadence:.1f}x its cadence of "
+            f"{cadence:.0f} s) after step {self.last_step}",
+            {
+                "silent_seconds": silent,
+                "cadence_seconds": cadence,
+                "limit_seconds": limit,
+                "last_step": self.last_step,
+                "last_event_ts": self.last_ts,
+            },
+            onset_step=self.last_step,
+        )

@@ -1,0 +1,169 @@
+"""Typed configuration: every default in one place, validated at start-up.
+
+Defaults of the health checks were measured on the simulator (30+ seeds per failure kind, see
+``benchmarks/detection.py``) and on the real healthy runs in ``tests/data/real``; the comment
+beside each says what it means, not how it was found.
+
+A config file is TOML (``.toml``) or JSON::
+
+    [engine.entropy]
+    collapse_ratio = 0.08
+
+    [indicators]
+    aliases = { "my/policy_entropy" = "entropy" }
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from streamwatch.incidents import KINDS, Severity
+
+__all__ = ["Config", "ConfigError", "EngineConfig", "load_config"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EntropySettings(_Section):
+    warmup: int = Field(5, ge=2, description="steps whose median is the run's reference entropy")
+    smoothing: float = Field(0.3, gt=0, le=1, description="EWMA weight of the newest value")
+    collapse_ratio: float = Field(0.1, gt=0, lt=1, description="warning below ref x this")
+    collapse_critical_ratio: float = Field(
+        0.03, gt=0, lt=1, description="critical below ref x this"
+    )
+    fall_window: int = Field(10, ge=2, description="steps over which the fall rate is measured")
+    fall_factor: float = Field(
+        3.0, gt=1, description="warning if it fell this many times in the window"
+    )
+    fall_min_ratio: float = Field(0.3, gt=0, lt=1, description="...and is already below ref x this")
+    blowup_ratio: float = Field(1.6, gt=1, description="warning above ref x this")
+    rebound_factor: float = Field(2.5, gt=1, description="warning above the run's minimum x this")
+
+
+class RewardSettings(_Section):
+    warmup: int = Field(10, ge=3, description="steps before the reward checks judge")
+    smoothing: float = Field(0.3, gt=0, le=1)
+    chaos_ratio: float = Field(3.0, gt=1, description="recent volatility / reference volatility")
+    chaos_window: int = Field(8, ge=3, description="steps in the recent-volatility median")
+    chaos_persist: int = Field(3, ge=1, description="consecutive steps above the ratio")
+    collapse_fraction: float = Field(
+        0.3, gt=0, lt=1, description="drop from the peak, as a fraction of the peak's gain"
+    )
+    collapse_noise: float = Field(6.0, gt=0, description="...and at least this many noise sds")
+    collapse_persist: int = Field(3, ge=1)
+
+
+class LengthSettings(_Section):
+    warmup: int = Field(5, ge=2)
+    smoothing: float = Field(0.3, gt=0, le=1)
+    growth_window: int = Field(10, ge=2, description="steps over which growth is measured")
+    explosion_growth: float = Field(
+        1.5, gt=1, description="warning if it grew this much in the window"
+    )
+    explosion_ratio: float = Field(2.0, gt=1, description="critical above ref x this while growing")
+    collapse_ratio: float = Field(0.5, gt=0, lt=1, description="warning below the peak x this")
+    truncation_warning: float = Field(0.3, gt=0, lt=1, description="smoothed clip ratio")
+    truncation_critical: float = Field(0.7, gt=0, le=1)
+    truncation_rise: float = Field(0.15, gt=0, description="...and this far above its baseline")
+
+
+class SpikeSettings(_Section):
+    window: int = Field(20, ge=5, description="steps of history the spike is judged against")
+    robust_z: float = Field(8.0, gt=0, description="distance from the median in robust sds")
+    factor: float = Field(3.0, gt=1, description="and at least this multiple of |median|")
+    persist: int = Field(4, ge=2, description="consecutive spiking steps (one blip is not one)")
+
+
+class HackingSettings(_Section):
+    min_evals: int = Field(4, ge=2, description="held-out evaluations before judging")
+    drop: float = Field(0.03, gt=0, description="held-out fall from its peak (absolute units)")
+    drop_noise: float = Field(3.0, gt=0, description="...and in eval-noise sds")
+    persist: int = Field(2, ge=1, description="consecutive evaluations below")
+    train_tolerance: float = Field(0.02, ge=0, description="train may dip this much and count")
+
+
+class DriftSettings(_Section):
+    warmup: int = Field(10, ge=3)
+    delta: float = Field(0.002, gt=0, lt=1, description="ADWIN confidence")
+    clock: int = Field(4, ge=1, description="ADWIN checks every this many updates")
+    severity: Severity = Severity.INFO
+    ignore: tuple[str, ...] = Field(
+        ("training/global_step", "training/epoch", "epoch", "*learning_rate", "*/lr", "lr"),
+        description="metric globs that trend by design (counters, schedules): no drift check",
+    )
+
+
+class StallSettings(_Section):
+    factor: float = Field(5.0, gt=1, description="stalled after this many cadences of silence")
+    min_seconds: float = Field(60.0, ge=0, description="...and at least this long")
+    min_steps: int = Field(3, ge=2, description="steps needed to know the cadence")
+
+
+class StragglerSettings(_Section):
+    min_peers: int = Field(3, ge=3, description="sources reporting the same step")
+    robust_z: float = Field(5.0, gt=0, description="distance from the peers' median in robust sds")
+    ratio: float = Field(1.3, gt=1, description="and at least this many times slower")
+    persist: int = Field(5, ge=1, description="consecutive steps")
+
+
+class EngineConfig(_Section):
+    resolve_after: int = Field(20, ge=1, description="healthy updates before an incident resolves")
+    entropy: EntropySettings = EntropySettings()
+    reward: RewardSettings = RewardSettings()
+    length: LengthSettings = LengthSettings()
+    spike: SpikeSettings = SpikeSettings()
+    hacking: HackingSettings = HackingSettings()
+    drift: DriftSettings = DriftSettings()
+    stall: StallSettings = StallSettings()
+    straggler: StragglerSettings = StragglerSettings()
+    disabled_kinds: tuple[str, ...] = ()
+    max_runs: int = Field(10_000, ge=1, description="runs tracked at once; the stalest is dropped")
+
+    def model_post_init(self, __context: Any) -> None:
+        unknown = [k for k in self.disabled_kinds if k not in KINDS]
+        if unknown:
+            raise ValueError(f"disabled_kinds: unknown kind(s) {unknown}; known: {list(KINDS)}")
+
+
+class IndicatorSettings(_Section):
+    presets: tuple[str, ...] = ("verl", "trl", "openrlhf", "nemo_rl", "streamwatch")
+    aliases: dict[str, str] = Field(default_factory=dict, description="metric glob -> indicator")
+
+
+class Config(_Section):
+    engine: EngineConfig = EngineConfig()
+    indicators: IndicatorSettings = IndicatorSettings()
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message says which file and which key."""
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Read and validate a config file (.toml or .json); None gives the defaults."""
+    if path is None:
+        return Config()
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read config: {exc.strerror}") from exc
+    try:
+        data: Any = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{p}: not valid {p.suffix.lstrip('.') or 'JSON'}: {exc}") from exc
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        lines = [
+            f"{p}: {'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
+            for e in exc.errors(include_url=False)
+        ]
+        raise ConfigError("\n".join(lines)) from exc

@@ -1,0 +1,223 @@
+"""The event contract: one process, one step, many metrics.
+
+An event is what a training process publishes once per step::
+
+    {"run_id": "grpo-7b", "step": 812, "ts": 1764460800.0,
+     "metrics": {"actor/entropy": 0.08, "critic/score/mean": 0.93},
+     "source": {"host": "node-3", "rank": 5}, "tags": {"exp": "clip-higher"}}
+
+The single-metric form ``{"run_id", "step", "name", "value", ...}`` is accepted too.
+
+Non-finite values are data, not errors: they arrive as float NaN/Infinity (what Python's
+``json`` module writes), as strings (``"nan"``, ``"-inf"``) or as ``null`` and are all read as
+floats here; the Monitor reports them. What cannot be read becomes a :class:`Problem` that
+names where it came from, the run, the metric, the step and the value.
+
+>>> ev, problems = decode_event({"run_id": "r", "step": 3, "metrics": {"loss": "nan", "x": "a"}})
+>>> ev.metrics
+{'loss': nan}
+>>> problems[0].reason
+"metric 'x' value 'a' is not a number"
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+__all__ = [
+    "MAX_STEP",
+    "Event",
+    "Problem",
+    "Source",
+    "decode_event",
+    "source_key",
+]
+
+#: Steps beyond this are rejected as corrupt (2**53: the largest exactly representable float).
+MAX_STEP = 2**53
+_MAX_TEXT = 200
+_NONFINITE_WORDS = {
+    "nan": math.nan,
+    "+nan": math.nan,
+    "-nan": math.nan,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "infinity": math.inf,
+    "+infinity": math.inf,
+    "-inf": -math.inf,
+    "-infinity": -math.inf,
+}
+
+
+class Source(BaseModel):
+    """Which process sent an event."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    host: str | None = None
+    rank: int | None = None
+
+
+class Event(BaseModel):
+    """One process, one step, many metrics. Values may be non-finite."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    run_id: str = Field(min_length=1, max_length=512)
+    step: int = Field(ge=0, le=MAX_STEP)
+    ts: float | None = None
+    metrics: dict[str, float]
+    source: Source | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The contract's JSON object (non-finite values stay floats; ``json`` writes NaN)."""
+        out: dict[str, Any] = {"run_id": self.run_id, "step": self.step}
+        if self.ts is not None:
+            out["ts"] = self.ts
+        out["metrics"] = dict(self.metrics)
+        if self.source is not None:
+            out["source"] = self.source.model_dump(exclude_none=True)
+        if self.tags:
+            out["tags"] = dict(self.tags)
+        return out
+
+
+def source_key(source: Source | None) -> str:
+    """A compact, stable name for a process: ``host/rank``, ``host``, ``rank3`` or ``""``."""
+    if source is None:
+        return ""
+    if source.host is not None and source.rank is not None:
+        return f"{source.host}/{source.rank}"
+    if source.host is not None:
+        return source.host
+    if source.rank is not None:
+        return f"rank{source.rank}"
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Input that was set aside, with enough context to find it and understand why."""
+
+    origin: str  # "file.jsonl:17", "topic/partition@offset", ...
+    reason: str
+    run_id: str | None = None
+    step: int | None = None
+    metric: str | None = None
+
+    def __str__(self) -> str:
+        where = [self.origin]
+        if self.run_id is not None:
+            where.append(f"run {self.run_id!r}")
+        if self.step is not None:
+            where.append(f"step {self.step}")
+        return f"{', '.join(where)}: {self.reason}"
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
+
+
+def to_float(value: object) -> float | None:
+    """Read a metric value: numbers, bools excluded, non-finite words and null as NaN.
+
+    Returns None when the value is not a number at all.
+    """
+    if value is None:
+        return math.nan
+    if isinstance(value, float):
+        return value
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _NONFINITE_WORDS:
+            return _NONFINITE_WORDS[word]
+        try:
+            return float(word)
+        except ValueError:
+            return None
+    return None
+
+
+def _clean_metrics(
+    raw: object, origin: str, run_id: str | None, step: int | None
+) -> tuple[dict[str, float], list[Problem]]:
+    if not isinstance(raw, dict):
+        return {}, [
+            Problem(origin, f"'metrics' must be an object, got {_short(raw)}", run_id, step)
+        ]
+    metrics: dict[str, float] = {}
+    problems: list[Problem] = []
+    for name, value in raw.items():
+        number = to_float(value)
+        if number is None:
+            problems.append(
+                Problem(
+                    origin,
+                    f"metric {name!r} value {_short(value)} is not a number",
+                    run_id,
+                    step,
+                    str(name),
+                )
+            )
+        elif not name:
+            problems.append(Problem(origin, "metric with an empty name", run_id, step))
+        else:
+            metrics[name] = number
+    return metrics, problems
+
+
+def decode_event(
+    obj: object, origin: str = "<event>", run_id: str | None = None
+) -> tuple[Event | None, list[Problem]]:
+    """Validate one decoded JSON object against the contract.
+
+    ``run_id`` fills in a missing run id (a file name, say). Values that are not numbers are
+    set aside one by one, so a single bad metric does not lose the rest of the event. Returns
+    the event (None when nothing usable is left) and the problems found.
+    """
+    if not isinstance(obj, dict):
+        return None, [Problem(origin, f"expected a JSON object, got {type(obj).__name__}")]
+    data = dict(obj)
+    if "run_id" not in data and run_id is not None:
+        data["run_id"] = run_id
+    rid = data.get("run_id") if isinstance(data.get("run_id"), str) else None
+    raw_step = data.get("step")
+    step = raw_step if isinstance(raw_step, int) and not isinstance(raw_step, bool) else None
+    if "metrics" not in data and "name" in data:
+        data["metrics"] = {str(data.pop("name")): data.pop("value", None)}
+    if "metrics" not in data:
+        return None, [Problem(origin, "no 'metrics' object and no 'name'/'value' pair", rid, step)]
+    metrics, problems = _clean_metrics(data["metrics"], origin, rid, step)
+    if not metrics:
+        if not problems:
+            problems.append(Problem(origin, "event carries no metrics", rid, step))
+        return None, problems
+    data["metrics"] = metrics
+    try:
+        event = Event.model_validate(data)
+    except ValidationError as exc:
+        problems = [Problem(origin, _explain(exc, data), rid, step)]
+        return None, problems
+    return event, problems
+
+
+def _explain(exc: ValidationError, data: dict[str, Any]) -> str:
+    parts = []
+    for err in exc.errors(include_url=False)[:3]:
+        field = ".".join(str(p) for p in err["loc"]) or "event"
+        value = data.get(str(err["loc"][0])) if err["loc"] else None
+        parts.append(f"{field}: {err['msg'].lower()} (got {_short(value)})")
+    return "; ".join(parts)

@@ -1,0 +1,205 @@
+"""Incidents: the contract, a stable fingerprint and the firing -> resolved lifecycle.
+
+A check reports a :class:`Finding` (the run is unhealthy in one respect, now) or nothing (the
+check looked and saw health). The :class:`IncidentBook` of a run turns that stream into
+incident updates: one firing incident per fingerprint, re-announced only when its severity
+rises, resolved once the check has seen health for ``resolve_after`` consecutive updates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "KINDS",
+    "Finding",
+    "Incident",
+    "IncidentBook",
+    "Kind",
+    "Severity",
+    "Status",
+    "fingerprint",
+]
+
+
+class Severity(StrEnum):
+    """What an incident asks of a person.
+
+    info: a notable change, no action needed; warning: an unhealthy trend, look at the run
+    soon; critical: the run is wasting compute now, act.
+    """
+
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
+
+
+class Status(StrEnum):
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+class Kind(StrEnum):
+    """Incident kinds. Stable names: add, never rename."""
+
+    ENTROPY_COLLAPSE = "entropy_collapse"
+    ENTROPY_BLOWUP = "entropy_blowup"
+    REWARD_CHAOS = "reward_chaos"
+    REWARD_COLLAPSE = "reward_collapse"
+    LENGTH_EXPLOSION = "length_explosion"
+    TRUNCATION_SATURATION = "truncation_saturation"
+    LENGTH_COLLAPSE = "length_collapse"
+    REWARD_HACKING = "reward_hacking"
+    NONFINITE_METRIC = "nonfinite_metric"
+    METRIC_SPIKE = "metric_spike"
+    RUN_STALLED = "run_stalled"
+    RANK_STRAGGLER = "rank_straggler"
+    METRIC_DRIFT = "metric_drift"
+
+
+KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
+
+
+def fingerprint(run_id: str, kind: str, indicator: str) -> str:
+    """Stable id of an incident: the same (run, kind, indicator) always gives the same id."""
+    digest = hashlib.sha256(f"{run_id}\x1f{kind}\x1f{indicator}".encode()).hexdigest()
+    return digest[:16]
+
+
+class Incident(BaseModel):
+    """One incident update, as written to files, topics and receivers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    run_id: str
+    kind: str
+    severity: Severity
+    status: Status
+    indicator: str
+    metric: str
+    step: int
+    onset_step: int | None = None
+    ts: float | None = None
+    message: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    remedies: list[str] = Field(default_factory=list)
+
+    def to_json(self) -> str:
+        """One line of JSON with sorted keys: byte-identical for identical incidents."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(slots=True)
+class Finding:
+    """What a check saw: the run is unhealthy in this respect at this step."""
+
+    kind: Kind
+    indicator: str
+    metric: str
+    severity: Severity
+    step: int
+    message: str
+    evidence: dict[str, Any]
+    onset_step: int | None = None
+
+
+@dataclass(slots=True)
+class _Open:
+    incident: Incident
+    healthy: int = 0
+
+
+@dataclass(slots=True)
+class IncidentBook:
+    """Lifecycle of one run's incidents. Pure: the caller passes steps and times in."""
+
+    run_id: str
+    resolve_after: int
+    remedies: dict[str, list[str]]
+    open: dict[str, _Open] = field(default_factory=dict)
+
+    def fire(self, finding: Finding, ts: float | None) -> Incident | None:
+        """Record a finding; return the update to announce, or None if nothing new."""
+        fid = fingerprint(self.run_id, finding.kind, finding.indicator)
+        current = self.open.get(fid)
+        if current is not None:
+            current.healthy = 0
+            if finding.severity.rank <= current.incident.severity.rank:
+                return None
+        onset = finding.onset_step
+        if current is not None and current.incident.onset_step is not None:
+            onset = current.incident.onset_step
+        incident = Incident(
+            id=fid,
+            run_id=self.run_id,
+            kind=finding.kind.value,
+            severity=finding.severity,
+            status=Status.FIRING,
+            indicator=finding.indicator,
+            metric=finding.metric,
+            step=finding.step,
+            onset_step=onset,
+            ts=ts,
+            message=finding.message,
+            evidence=_round_floats(finding.evidence),
+            remedies=list(self.remedies.get(finding.kind.value, [])),
+        )
+        self.open[fid] = _Open(incident)
+        return incident
+
+    def healthy(self, kind: Kind, indicator: str, step: int, ts: float | None) -> Incident | None:
+        """The check looked and saw health; resolve after enough of that in a row."""
+        if not self.open:
+            return None
+        fid = fingerprint(self.run_id, kind, indicator)
+        current = self.open.get(fid)
+        if current is None:
+            return None
+        current.healthy += 1
+        if current.healthy < self.resolve_after:
+            return None
+        return self.resolve(fid, step, ts, f"healthy for {current.healthy} updates")
+
+    def resolve(self, fid: str, step: int, ts: float | None, why: str) -> Incident | None:
+        current = self.open.pop(fid, None)
+        if current is None:
+            return None
+        first = current.incident
+        return first.model_copy(
+            update={
+                "status": Status.RESOLVED,
+                "step": step,
+                "ts": ts,
+                "message": f"resolved: {first.kind} on {first.indicator} ({why})",
+            }
+        )
+
+    def is_firing(self, kind: Kind, indicator: str) -> bool:
+        return fingerprint(self.run_id, kind, indicator) in self.open
+
+
+def _round_floats(evidence: dict[str, Any]) -> dict[str, Any]:
+    """Evidence numbers to 6 significant digits: readable, and stable across platforms."""
+    out: dict[str, Any] = {}
+    for key, value in evidence.items():
+        if isinstance(value, float):
+            out[key] = float(f"{value:.6g}")
+        elif isinstance(value, dict):
+            out[key] = _round_floats(value)
+        else:
+            out[key] = value
+    return out

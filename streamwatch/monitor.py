@@ -1,0 +1,152 @@
+"""The engine: events in, incident updates out.
+
+Pure and deterministic: no clock reads, no I/O, no randomness. Time comes in with the
+events (their ``ts``) and as explicit :meth:`Monitor.tick` calls; the same events give the
+same incidents, live or replayed. Each run's state can be snapshotted and restored.
+
+>>> from streamwatch.events import Event
+>>> m = Monitor()
+>>> updates = m.process(Event(run_id="r", step=1, metrics={"loss": float("nan")}))
+>>> [(u.kind, u.severity.value, u.step) for u in updates]
+[('nonfinite_metric', 'critical', 1)]
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from streamwatch.config import Config, EngineConfig
+from streamwatch.events import Event, Problem, source_key
+from streamwatch.incidents import Incident
+from streamwatch.indicators import IndicatorMap
+from streamwatch.run import RunState
+
+__all__ = ["Monitor", "MonitorStats"]
+
+_SNAPSHOT_VERSION = 1
+
+
+@dataclass
+class MonitorStats:
+    events: int = 0
+    values: int = 0
+    nonfinite: int = 0
+    problems: int = 0
+    incidents: int = 0
+
+
+class Monitor:
+    """Per-run health state over a stream of events."""
+
+    def __init__(self, config: Config | None = None, *, sweep_seconds: float = 1.0) -> None:
+        self.config = config or Config()
+        self.engine: EngineConfig = self.config.engine
+        self.indicators = IndicatorMap(
+            self.config.indicators.presets, self.config.indicators.aliases
+        )
+        self.runs: dict[str, RunState] = {}
+        self.stats = MonitorStats()
+        self.now = -math.inf
+        self._swept = -math.inf
+        self.sweep_seconds = sweep_seconds
+        self._problems: list[Problem] = []
+
+    # -- input ----------------------------------------------------------------------------
+    def process(self, event: Event, origin: str = "") -> list[Incident]:
+        """Feed one event; return the incident updates it caused (firing or resolved)."""
+        run = self.runs.get(event.run_id)
+        if run is None:
+            run = self._new_run(event.run_id)
+        step = event.step
+        run.observe(step, event.ts)
+        src = source_key(event.source)
+        metrics = event.metrics
+        if metrics.get("loss") == 0.0 or metrics.get("train/loss") == 0.0:
+            run.loss_zero_step = step
+        series = run.series
+        value = run.value
+        nonfinite = 0
+        for name, x in metrics.items():
+            s = series.get(name)
+            if s is None:
+                s = run.new_series(name, self.indicators.resolve(name))
+            if x != x or x in (math.inf, -math.inf):
+                nonfinite += 1
+            value(s, src, step, x, origin)
+        stats = self.stats
+        stats.events += 1
+        stats.values += len(metrics)
+        stats.nonfinite += nonfinite
+        if event.ts is not None and event.ts > self.now:
+            self.now = event.ts
+            if self.now - self._swept >= self.sweep_seconds:
+                self._sweep()
+                return self._drain(self.runs.values())
+        return self._drain((run,))
+
+    def tick(self, now: float) -> list[Incident]:
+        """Time passes without events (live service clock): check every run for stalls."""
+        if now > self.now:
+            self.now = now
+        self._sweep()
+        return self._drain(self.runs.values())
+
+    def flush(self) -> list[Incident]:
+        """End of input: judge the steps still waiting for more sources."""
+        for run in self.runs.values():
+            run.close_all()
+        return self._drain(self.runs.values())
+
+    def drain_problems(self) -> list[Problem]:
+        """Values set aside by the engine (repeated, regressing or late steps)."""
+        out, self._problems = self._problems, []
+        return out
+
+    # -- state ----------------------------------------------------------------------------
+    def snapshot(self, run_id: str) -> bytes:
+        """The complete detection state of one run, as bytes."""
+        run = self.runs[run_id]
+        run.close_all()
+        return pickle.dumps((_SNAPSHOT_VERSION, run), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def restore(self, blob: bytes) -> str:
+        """Install a run's state from :meth:`snapshot`; returns its run id."""
+        version, run = pickle.loads(blob)
+        if version != _SNAPSHOT_VERSION or not isinstance(run, RunState):
+            raise ValueError(f"not a streamwatch snapshot of version {_SNAPSHOT_VERSION}")
+        self.runs[run.run_id] = run
+        return run.run_id
+
+    def firing(self) -> list[Incident]:
+        """Incidents firing now, across runs."""
+        return [o.incident for run in self.runs.values() for o in run.book.open.values()]
+
+    # -- internals ------------------------------------------------------------------------
+    def _new_run(self, run_id: str) -> RunState:
+        if len(self.runs) >= self.engine.max_runs:
+            stalest = min(self.runs.values(), key=lambda r: r.last_ts or -math.inf)
+            del self.runs[stalest.run_id]
+        run = RunState(run_id, self.engine)
+        self.runs[run_id] = run
+        return run
+
+    def _sweep(self) -> None:
+        self._swept = self.now
+        for run in self.runs.values():
+            run.check_stall(self.now)
+
+    def _drain(self, runs: Iterable[RunState]) -> list[Incident]:
+        out: list[Incident] = []
+        for run in runs:
+            if run.out:
+                out.extend(run.out)
+                run.out.clear()
+            if run.problems:
+                self._problems.extend(run.problems)
+                self.stats.problems += len(run.problems)
+                run.problems.clear()
+        self.stats.incidents += len(out)
+        return out

@@ -1,0 +1,271 @@
+"""Per-run detection state: series of metric values, their checks, the run's incidents.
+
+Several processes may report the same metric at the same step (every rank logs its step
+time). A series gathers a step's values and closes the step when as many sources have
+reported as did last step, or when a later step arrives; the checks see one value per step
+(the mean). Non-finite values are judged on arrival and never reach a check.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass, field
+
+from streamwatch.checks import (
+    REMEDIES,
+    Check,
+    DriftCheck,
+    EntropyCheck,
+    HackingCheck,
+    LengthCheck,
+    RewardCheck,
+    SpikeCheck,
+    StallCheck,
+    StragglerCheck,
+    TruncationCheck,
+)
+from streamwatch.config import EngineConfig
+from streamwatch.events import Problem
+from streamwatch.incidents import Finding, Incident, IncidentBook, Kind, Severity, fingerprint
+from streamwatch.indicators import Indicator
+
+__all__ = ["RunState", "Series"]
+
+_CORE = {
+    Indicator.LOSS,
+    Indicator.GRAD_NORM,
+    Indicator.KL,
+    Indicator.ENTROPY,
+    Indicator.TRAIN_REWARD,
+    Indicator.TOKEN_PROB,
+}
+_PER_SOURCE = {Indicator.STEP_TIME: True, Indicator.THROUGHPUT: False}
+
+
+def make_checks(
+    indicator: Indicator | None, name: str, metric: str, cfg: EngineConfig
+) -> list[Check]:
+    """The checks a series gets, by indicator; metrics without one get generic drift."""
+    i = Indicator
+    if indicator is i.ENTROPY:
+        return [EntropyCheck(name, metric, cfg.entropy)]
+    if indicator is i.TOKEN_PROB:
+        return [EntropyCheck(name, metric, cfg.entropy, invert=True)]
+    if indicator is i.TRAIN_REWARD:
+        return [RewardCheck(name, metric, cfg.reward)]
+    if indicator is i.RESPONSE_LENGTH:
+        return [LengthCheck(name, metric, cfg.length)]
+    if indicator is i.TRUNCATION_RATIO:
+        return [TruncationCheck(name, metric, cfg.length)]
+    if indicator in (i.LOSS, i.GRAD_NORM, i.KL):
+        return [SpikeCheck(name, metric, cfg.spike)]
+    if indicator is i.HELDOUT_REWARD:
+        return []
+    if any(fnmatch.fnmatchcase(metric, pattern) for pattern in cfg.drift.ignore):
+        return []
+    return [DriftCheck(name, metric, cfg.drift)]
+
+
+class Series:
+    """One metric of one run."""
+
+    __slots__ = (
+        "checks",
+        "expected",
+        "indicator",
+        "last_step",
+        "metric",
+        "name",
+        "pending_k",
+        "pending_n",
+        "pending_step",
+        "pending_sum",
+        "pending_values",
+        "per_source",
+        "straggler",
+    )
+
+    def __init__(
+        self, metric: str, indicator: Indicator | None, checks: list[Check], cfg: EngineConfig
+    ) -> None:
+        self.metric = metric
+        self.indicator = indicator
+        self.name = indicator.value if indicator is not None else metric
+        self.checks = checks
+        self.last_step: dict[str, int] = {}
+        self.pending_step = -1
+        self.pending_sum = 0.0
+        self.pending_n = 0  # sources heard this step, finite or not
+        self.pending_k = 0  # finite values among them
+        self.pending_values: list[tuple[str, float]] = []
+        self.expected = 1
+        self.per_source = indicator in _PER_SOURCE
+        self.straggler = (
+            StragglerCheck(self.name, metric, cfg.straggler, _PER_SOURCE[indicator])
+            if indicator in _PER_SOURCE
+            else None
+        )
+
+
+@dataclass
+class RunState:
+    run_id: str
+    cfg: EngineConfig
+    book: IncidentBook = field(init=False)
+    series: dict[str, Series] = field(default_factory=dict)
+    bound: dict[Indicator, str] = field(default_factory=dict)
+    hacking: HackingCheck = field(init=False)
+    stall: StallCheck = field(init=False)
+    out: list[Incident] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    last_ts: float | None = None
+    loss_zero_step: int = -1  # step of the last event whose loss was exactly 0
+    disabled: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
+        self.hacking = HackingCheck(self.cfg.hacking)
+        self.stall = StallCheck(self.cfg.stall)
+        self.disabled = frozenset(self.cfg.disabled_kinds)
+
+    # -- series -------------------------------------------------------------------------
+    def new_series(self, metric: str, indicator: Indicator | None) -> Series:
+        if indicator is not None:
+            owner = self.bound.setdefault(indicator, metric)
+            if owner != metric:
+                indicator = None  # a second metric for the same indicator: generic checks
+        checks = make_checks(indicator, indicator.value if indicator else metric, metric, self.cfg)
+        series = Series(metric, indicator, checks, self.cfg)
+        self.series[metric] = series
+        return series
+
+    def value(self, s: Series, src: str, step: int, x: float, origin: str) -> None:
+        last = s.last_step.get(src, -1)
+        if step <= last:
+            why = "repeats step" if step == last else f"goes back from step {last} to"
+            who = f" from {src}" if src else ""
+            self.problems.append(
+                Problem(origin, f"{s.metric!r}{who} {why} {step}", self.run_id, step, s.metric)
+            )
+            return
+        s.last_step[src] = step
+        if step != s.pending_step:
+            if step < s.pending_step:
+                self.problems.append(
+                    Problem(
+                        origin,
+                        f"{s.metric!r} from {src or 'its source'} arrived after step "
+                        f"{s.pending_step} had started; value {x!r} not judged",
+                        self.run_id,
+                        step,
+                        s.metric,
+                    )
+                )
+                return
+            if s.pending_n:
+                self.close(s)
+            s.pending_step = step
+        s.pending_n += 1
+        if math.isfinite(x):
+            s.pending_sum += x
+            s.pending_k += 1
+            if s.per_source:
+                s.pending_values.append((src, x))
+            self._healthy(Kind.NONFINITE_METRIC, s.name, step)
+        else:
+            self.nonfinite(s, src, step, x)
+        if s.pending_n >= s.expected:
+            self.close(s)
+
+    def close(self, s: Series) -> None:
+        """The step of a series is complete: hand its value to the checks."""
+        step, k, total, values = s.pending_step, s.pending_k, s.pending_sum, s.pending_values
+        s.expected = s.pending_n
+        s.pending_n = s.pending_k = 0
+        s.pending_sum = 0.0
+        s.pending_values = []
+        if k == 0:
+            return
+        x = total / k
+        if not math.isfinite(x):  # finite values whose sum overflows
+            return
+        for check in s.checks:
+            found = check.update(step, x)
+            self._report(check.kinds, s.name, step, found)
+        ind = s.indicator
+        if ind is Indicator.TRAIN_REWARD:
+            self.hacking.train(x)
+        elif ind is Indicator.HELDOUT_REWARD:
+            found = self.hacking.heldout(step, s.metric, x)
+            self._report(self.hacking.kinds, "heldout_reward", step, found)
+        if s.straggler is not None:
+            found = s.straggler.update(step, values)
+            self._report(s.straggler.kinds, s.name, step, found)
+
+    def close_all(self) -> None:
+        for s in self.series.values():
+            if s.pending_n:
+                self.close(s)
+
+    # -- findings -> incidents ------------------------------------------------------------
+    def nonfinite(self, s: Series, src: str, step: int, x: float) -> None:
+        evidence: dict[str, object] = {"value": str(x)}
+        if src:
+            evidence["source"] = src
+        if s.indicator is Indicator.GRAD_NORM and self.loss_zero_step == step:
+            evidence["loss_is_zero"] = True
+        core = s.indicator in _CORE
+        what = "zero loss with a non-finite grad norm" if evidence.get("loss_is_zero") else str(x)
+        self.fire(
+            Finding(
+                Kind.NONFINITE_METRIC,
+                s.name,
+                s.metric,
+                Severity.CRITICAL if core else Severity.WARNING,
+                step,
+                f"non-finite {s.metric} at step {step}: {what}" + (f" (from {src})" if src else ""),
+                evidence,
+                onset_step=step,
+            )
+        )
+
+    def _report(self, kinds: tuple[Kind, ...], name: str, step: int, found: list[Finding]) -> None:
+        for f in found:
+            self.fire(f)
+        if len(found) < len(kinds):
+            seen = {f.kind for f in found}
+            for kind in kinds:
+                if kind not in seen:
+                    self._healthy(kind, name, step)
+
+    def fire(self, finding: Finding) -> None:
+        if finding.kind.value in self.disabled:
+            return
+        update = self.book.fire(finding, self.last_ts)
+        if update is not None:
+            self.out.append(update)
+
+    def _healthy(self, kind: Kind, name: str, step: int) -> None:
+        if self.book.open:
+            update = self.book.healthy(kind, name, step, self.last_ts)
+            if update is not None:
+                self.out.append(update)
+
+    def check_stall(self, now: float) -> None:
+        finding = self.stall.check(now)
+        if finding is not None and finding.kind.value not in self.disabled:
+            update = self.book.fire(finding, now)
+            if update is not None:
+                self.out.append(update)
+
+    def observe(self, step: int, ts: float | None) -> None:
+        """Every event: note its time; a stalled run that speaks again is resolved."""
+        if ts is not None:
+            self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
+        self.stall.observe(step, ts)
+        if self.book.open and self.book.is_firing(Kind.RUN_STALLED, "run"):
+            fid = fingerprint(self.run_id, Kind.RUN_STALLED, "run")
+            update = self.book.resolve(fid, step, ts, "events arrive again")
+            if update is not None:
+                self.out.append(update)
