@@ -38,9 +38,9 @@ class EntropySettings(_Section):
     collapse_critical_ratio: float = Field(
         0.03, gt=0, lt=1, description="critical below ref x this"
     )
-    fall_window: int = Field(10, ge=2, description="steps over which the fall rate is measured")
+    fall_window: int = Field(8, ge=2, description="steps over which the fall rate is measured")
     fall_factor: float = Field(
-        3.0, gt=1, description="warning if it fell this many times in the window"
+        1.6, gt=1, description="warning if it fell this many times in the window"
     )
     fall_min_ratio: float = Field(0.3, gt=0, lt=1, description="...and is already below ref x this")
     blowup_ratio: float = Field(1.6, gt=1, description="warning above ref x this")
@@ -48,11 +48,11 @@ class EntropySettings(_Section):
 
 
 class RewardSettings(_Section):
-    warmup: int = Field(10, ge=3, description="steps before the reward checks judge")
+    warmup: int = Field(20, ge=3, description="steps before the reward checks judge")
     smoothing: float = Field(0.3, gt=0, le=1)
     chaos_ratio: float = Field(3.0, gt=1, description="recent volatility / reference volatility")
     chaos_window: int = Field(8, ge=3, description="steps in the recent-volatility median")
-    chaos_persist: int = Field(3, ge=1, description="consecutive steps above the ratio")
+    chaos_persist: int = Field(4, ge=1, description="consecutive steps above the ratio")
     collapse_fraction: float = Field(
         0.3, gt=0, lt=1, description="drop from the peak, as a fraction of the peak's gain"
     )

@@ -100,6 +100,12 @@ class Monitor:
             run.close_all()
         return self._drain(self.runs.values())
 
+    def end_run(self, run_id: str) -> None:
+        """The run's input is over (its file ended, it said it finished): no stall check."""
+        run = self.runs.get(run_id)
+        if run is not None:
+            run.stall.ended = True
+
     def drain_problems(self) -> list[Problem]:
         """Values set aside by the engine (repeated, regressing or late steps)."""
         out, self._problems = self._problems, []

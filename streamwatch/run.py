@@ -72,6 +72,7 @@ class Series:
 
     __slots__ = (
         "checks",
+        "closed",
         "expected",
         "indicator",
         "last_step",
@@ -99,7 +100,8 @@ class Series:
         self.pending_n = 0  # sources heard this step, finite or not
         self.pending_k = 0  # finite values among them
         self.pending_values: list[tuple[str, float]] = []
-        self.expected = 1
+        self.expected = 1  # sources that reported the previous step
+        self.closed = False  # the pending step was judged already
         self.per_source = indicator in _PER_SOURCE
         self.straggler = (
             StragglerCheck(self.name, metric, cfg.straggler, _PER_SOURCE[indicator])
@@ -163,26 +165,32 @@ class RunState:
                     )
                 )
                 return
-            if s.pending_n:
+            if s.pending_n and not s.closed:
                 self.close(s)
+            if s.pending_step >= 0:
+                s.expected = max(s.pending_n, 1)
             s.pending_step = step
+            s.pending_n = 0
+            s.closed = False
         s.pending_n += 1
         if math.isfinite(x):
+            self._healthy(Kind.NONFINITE_METRIC, s.name, step)
+            if s.closed:
+                return  # one source more than last step: counted for the next, not judged
             s.pending_sum += x
             s.pending_k += 1
             if s.per_source:
                 s.pending_values.append((src, x))
-            self._healthy(Kind.NONFINITE_METRIC, s.name, step)
         else:
             self.nonfinite(s, src, step, x)
-        if s.pending_n >= s.expected:
+        if not s.closed and s.pending_n >= s.expected:
             self.close(s)
 
     def close(self, s: Series) -> None:
         """The step of a series is complete: hand its value to the checks."""
         step, k, total, values = s.pending_step, s.pending_k, s.pending_sum, s.pending_values
-        s.expected = s.pending_n
-        s.pending_n = s.pending_k = 0
+        s.closed = True
+        s.pending_k = 0
         s.pending_sum = 0.0
         s.pending_values = []
         if k == 0:
@@ -205,7 +213,7 @@ class RunState:
 
     def close_all(self) -> None:
         for s in self.series.values():
-            if s.pending_n:
+            if s.pending_n and not s.closed:
                 self.close(s)
 
     # -- findings -> incidents ------------------------------------------------------------
@@ -263,8 +271,12 @@ class RunState:
         """Every event: note its time; a stalled run that speaks again is resolved."""
         if ts is not None:
             self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
-        self.stall.observe(step, ts)
-        if self.book.open and self.book.is_firing(Kind.RUN_STALLED, "run"):
+        gap = self.stall.observe(step, ts)
+        stalled = self.book.open and self.book.is_firing(Kind.RUN_STALLED, "run")
+        if gap is not None and not stalled:
+            self.fire(gap)
+            stalled = True
+        if stalled:
             fid = fingerprint(self.run_id, Kind.RUN_STALLED, "run")
             update = self.book.resolve(fid, step, ts, "events arrive again")
             if update is not None:

@@ -85,14 +85,16 @@ class EntropyCheck:
             return None
         evidence = self._evidence(smooth, x)
         evidence["fall_in_window"] = fall
-        what = "token probability is rising towards 1" if self.invert else "entropy"
+        what = "entropy collapsing"
+        if self.invert:
+            what += " (token probability rising towards 1)"
         return Finding(
             Kind.ENTROPY_COLLAPSE,
             self.indicator,
             self.metric,
             severity,
             step,
-            f"{what} collapsing: {self.metric} {why}",
+            f"{what}: {self.metric} {why}",
             evidence,
         )
 

@@ -37,22 +37,25 @@ class HackingCheck:
     def heldout(self, step: int, metric: str, y: float) -> list[Finding]:
         self.metric = metric
         self.evals += 1
-        if math.isfinite(self._last):
-            self._diffs.update(y - self._last)
+        last = self._last
+        if math.isfinite(last):
+            self._diffs.update(y - last)
         self._last = y
+        # the peak is of the two-evaluation mean: a single lucky evaluation is not a peak
+        level = (y + last) / 2 if math.isfinite(last) else y
         train_now = self._train.value
         if self.evals < self.s.min_evals or math.isnan(train_now):
-            self._note_peak(step, y, train_now)
+            self._note_peak(step, level, train_now)
             return []
         noise = self._diffs.robust_sd() / math.sqrt(2)
-        drop = self.peak - y
+        drop = self.peak - level
         train_gain = train_now - self.train_at_peak
         diverging = (
             drop > self.s.drop
             and drop > self.s.drop_noise * noise
             and train_gain > -self.s.train_tolerance
         )
-        self._note_peak(step, y, train_now)
+        self._note_peak(step, level, train_now)
         if not self._down.update(diverging):
             return []
         severity = Severity.CRITICAL if drop > 3 * self.s.drop else Severity.WARNING

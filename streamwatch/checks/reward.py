@@ -1,12 +1,13 @@
 """Reward chaos (volatility jumps) and reward collapse (a sustained drop).
 
-Chaos: the one-step prediction error of an EWMA is the detrended noise of the curve; its
-recent median against a slowly adapting reference (frozen while the ratio is high) is the
-volatility ratio; above ``chaos_ratio`` for ``chaos_persist`` steps is chaos. (ADWIN on the
-raw |difference| finds the same change, ~60 steps late.)
+Chaos: the second difference ``x[t] - 2 x[t-1] + x[t-2]`` is the curve's noise with any
+local linear trend removed (a rising reward is not a noisy one). Its recent median against a
+slowly adapting reference (it follows calm quickly, rising noise slowly, and freezes above
+``chaos_ratio``) is the volatility ratio; above ``chaos_ratio`` for ``chaos_persist`` steps
+is chaos. (ADWIN on the raw |difference| finds the same change, ~60 steps late.)
 
-Collapse: the smoothed reward falls well below its peak, by a
-fraction of what the run had gained and by many noise sds, for several steps in a row.
+Collapse: the smoothed reward falls well below its peak, by a fraction of what the run had
+gained and by many noise sds, for several steps in a row.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ class RewardCheck:
         self.metric = metric
         self.s = settings
         self.n = 0
+        self.unit_range = True
+        self._prev = math.nan
+        self._prev2 = math.nan
         self._smooth = Ewma(settings.smoothing)
         self._errors = Window(settings.chaos_window)
         self._warm_errors: list[float] = []
@@ -42,11 +46,13 @@ class RewardCheck:
 
     def update(self, step: int, x: float) -> list[Finding]:
         self.n += 1
-        before = self._smooth.value
+        self.unit_range = self.unit_range and 0.0 <= x <= 1.0
         smooth = self._smooth.update(x)
-        if self.n == 1:
+        p1, p2 = self._prev, self._prev2
+        self._prev2, self._prev = p1, x
+        if self.n <= 2:
             return []
-        error = abs(x - before)
+        error = abs(x - 2.0 * p1 + p2) / self._binomial_scale(smooth)
         self._errors.update(error)
         if self.n <= self.s.warmup:
             self._warm_errors.append(error)
@@ -65,12 +71,22 @@ class RewardCheck:
             found.append(collapse)
         return found
 
+    def _binomial_scale(self, level: float) -> float:
+        """A success rate's batch mean is noisier mid-range (sd ~ sqrt(p(1-p))): divide that
+        out while every value seen lies in [0, 1], so a run reaching its plateau is not
+        judged calmer (or a run leaving 0 noisier) than it is."""
+        if not self.unit_range:
+            return 1.0
+        p = min(max(level, 0.0), 1.0)
+        return max(0.1, 2.0 * math.sqrt(p * (1.0 - p)))
+
     def _judge_chaos(self, step: int, x: float) -> Finding | None:
         recent = self._errors.median()
         r = recent / self.vol_ref
         alarmed = self._chaos.update(r > self.s.chaos_ratio)
-        if r < 2.0:
-            self.vol_ref += _REF_ALPHA * (max(recent, _TINY) - self.vol_ref)
+        if r < self.s.chaos_ratio:  # follow calm quickly, a rising noise slowly
+            alpha = _REF_ALPHA if r < 1.5 else _REF_ALPHA / 5
+            self.vol_ref += alpha * (max(recent, _TINY) - self.vol_ref)
         if not alarmed:
             return None
         severity = Severity.CRITICAL if r > 2 * self.s.chaos_ratio else Severity.WARNING
@@ -95,7 +111,7 @@ class RewardCheck:
     def _judge_collapse(self, step: int, x: float, smooth: float) -> Finding | None:
         drop = self.peak - smooth
         gain = max(self.peak - self.start, 0.0)
-        noise = 1.25 * self.vol_ref
+        noise = 1.25 * self.vol_ref / math.sqrt(6.0)  # sd of the noise behind |2nd diff|
         frac = drop / gain if gain > _TINY else math.inf
         down = drop > self.s.collapse_fraction * gain and drop > self.s.collapse_noise * noise
         if not self._collapse.update(down):

@@ -23,11 +23,18 @@ class StallCheck:
         self.last_step = -1
         self._step_ts = math.nan
         self._gaps = Window(20)
+        self.ended = False
 
-    def observe(self, step: int, ts: float | None) -> None:
-        """An event arrived: remember when, and learn the cadence from step advances."""
+    def observe(self, step: int, ts: float | None) -> Finding | None:
+        """An event arrived: remember when, learn the cadence from step advances.
+
+        Returns a finding when the event ends a silence that nobody reported while it lasted
+        (a single recorded run has no other clock): the stall is known once it is over.
+        """
         if ts is None or not math.isfinite(ts):
-            return
+            return None
+        self.ended = False
+        gap = self.check(ts) if not math.isnan(self.last_ts) and ts > self.last_ts else None
         if math.isnan(self.last_ts) or ts > self.last_ts:
             self.last_ts = ts
         if step > self.last_step:
@@ -35,6 +42,7 @@ class StallCheck:
                 self._gaps.update((ts - self._step_ts) / (step - self.last_step))
             self.last_step = step
             self._step_ts = ts
+        return gap
 
     def cadence(self) -> float:
         if len(self._gaps) < self.s.min_steps - 1:
@@ -42,6 +50,8 @@ class StallCheck:
         return median(self._gaps.values)
 
     def check(self, now: float) -> Finding | None:
+        if self.ended:
+            return None
         cadence = self.cadence()
         if math.isnan(cadence) or math.isnan(self.last_ts):
             return None

@@ -1,0 +1,56 @@
+"""Readable incident lines for a terminal, coloured by severity when it is a TTY."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from streamwatch.incidents import Incident, Severity, Status
+
+_COLOURS = {Severity.INFO: "\033[36m", Severity.WARNING: "\033[33m", Severity.CRITICAL: "\033[31m"}
+_RESET = "\033[0m"
+_KEY_EVIDENCE = 4
+
+
+def format_incident(inc: Incident, colour: bool = False) -> str:
+    """One line (two with remedies) a person can act on.
+
+    >>> from streamwatch.incidents import Incident
+    >>> i = Incident(id="a1", run_id="r", kind="entropy_collapse", severity="warning",
+    ...     status="firing", indicator="entropy", metric="actor/entropy", step=812,
+    ...     message="entropy collapsing", evidence={"ratio_to_reference": 0.05})
+    >>> format_incident(i)
+    'WARNING  r  step 812  entropy_collapse  entropy collapsing  [ratio_to_reference=0.05]'
+    """
+    label = inc.severity.value.upper() if inc.status is Status.FIRING else "RESOLVED"
+    head = f"{label:<8} {inc.run_id}  step {inc.step}  {inc.kind}  {inc.message}"
+    if inc.status is Status.FIRING and inc.evidence:
+        items = list(inc.evidence.items())[:_KEY_EVIDENCE]
+        head += "  [" + ", ".join(f"{k}={_num(v)}" for k, v in items) + "]"
+    if colour:
+        code = _COLOURS[inc.severity] if inc.status is Status.FIRING else "\033[32m"
+        head = f"{code}{head}{_RESET}"
+    return head
+
+
+def _num(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+class ConsoleSink:
+    """Prints incident updates as they happen, with the first remedy under firing ones."""
+
+    def __init__(self, stream: TextIO | None = None, *, min_severity: Severity = Severity.INFO):
+        self.stream = stream or sys.stdout
+        self.colour = self.stream.isatty()
+        self.min_severity = min_severity
+
+    def send(self, inc: Incident) -> None:
+        if inc.severity.rank < self.min_severity.rank:
+            return
+        print(format_incident(inc, self.colour), file=self.stream)
+        if inc.status is Status.FIRING and inc.remedies:
+            print(f"         try: {inc.remedies[0]}", file=self.stream)
+
+    def close(self) -> None:
+        self.stream.flush()

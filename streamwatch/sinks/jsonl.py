@@ -1,0 +1,24 @@
+"""Incidents as JSON lines in a file: one update per line, keys sorted, appended."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TextIO
+
+from streamwatch.incidents import Incident
+
+
+class JsonlSink:
+    def __init__(self, path: str | Path, *, append: bool = False) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: TextIO = self.path.open("a" if append else "w", encoding="utf-8")
+
+    def send(self, inc: Incident) -> None:
+        self._file.write(inc.to_json() + "\n")
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()

@@ -1,0 +1,106 @@
+"""Recognising a recorded file's format from its first bytes."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from streamwatch.events import Event
+
+from ._jsonl import read_streamwatch, read_verl
+from ._reading import BOM, ReadContext, preview
+from ._trainer_state import read_trainer_state
+from ._wandb_csv import STEP_COLUMNS, read_wandb_csv
+
+__all__ = ["FORMATS", "READERS", "detect_format"]
+
+#: Reader per format name: streamwatch JSONL, verl file-logger JSONL, HF trainer_state.json,
+#: W&B CSV export.
+READERS: dict[str, Callable[[ReadContext], Iterator[Event]]] = {
+    "streamwatch": read_streamwatch,
+    "verl": read_verl,
+    "hf": read_trainer_state,
+    "wandb": read_wandb_csv,
+}
+FORMATS = tuple(READERS)
+
+_SNIFF_BYTES = 64 * 1024
+_SNIFF_LINES = 32
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of a recorded file, judged from its first 64 KiB.
+
+    An empty file reads as streamwatch JSONL (whose reader reports it as empty). Raises
+    ValueError, naming the file, when the content is none of the known formats.
+    """
+    path = Path(path)
+    with open(path, "rb") as fh:
+        head = fh.read(_SNIFF_BYTES)
+    whole = len(head) < _SNIFF_BYTES
+    head = head.removeprefix(BOM)
+    text = head.lstrip()
+    if not text:
+        return "streamwatch"
+    if text.startswith(b"{"):
+        return _detect_json(path, head, whole)
+    first_line = text.split(b"\n", 1)[0].decode("utf-8", "replace")
+    try:
+        header = next(csv.reader((first_line,)))
+    except (csv.Error, StopIteration):
+        header = []
+    if any(cell.strip() in STEP_COLUMNS for cell in header):
+        return "wandb"
+    if any(ln.lstrip().startswith(b"{") for ln in text.split(b"\n")[:_SNIFF_LINES]):
+        return _detect_json(path, head, whole)  # JSON lines after a corrupt start
+    raise _unknown(path, text)
+
+
+def _json_kind(obj: dict[str, object]) -> str | None:
+    if "log_history" in obj:
+        return "hf"
+    if "metrics" in obj or "name" in obj:
+        return "streamwatch"
+    if "data" in obj and "step" in obj:
+        return "verl"
+    return None
+
+
+def _detect_json(path: Path, head: bytes, whole: bool) -> str:
+    lines = head.split(b"\n")
+    if not whole:
+        lines.pop()  # possibly cut short
+    seen_object = False
+    for line in lines[:_SNIFF_LINES]:
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict):
+            seen_object = True
+            kind = _json_kind(obj)
+            if kind is not None:
+                return kind
+    if b'"log_history"' in head or path.name == "trainer_state.json":
+        return "hf"
+    if seen_object:
+        raise _unknown(path, head, "JSON objects without 'metrics', 'name', 'data' or 'step'")
+    if head.lstrip().split(b"\n", 1)[0].strip() == b"{":
+        raise _unknown(path, head, "a JSON document without 'log_history'")
+    # Nothing parsed (the first lines are corrupt or very long): judge by the keys in view.
+    if b'"data"' in head and b'"metrics"' not in head and b'"name"' not in head:
+        return "verl"
+    return "streamwatch"
+
+
+def _unknown(path: Path, head: bytes, what: str | None = None) -> ValueError:
+    found = what or f"starts with {preview(head.lstrip()[:40])}"
+    return ValueError(
+        f"{path}: unknown file format ({found}); expected streamwatch or verl JSONL,"
+        f" a trainer_state.json or a W&B CSV export (choose one with format=: "
+        f"{', '.join(READERS)})"
+    )

@@ -1,0 +1,425 @@
+"""The simulator: determinism, event layout, healthy realism and every fault's mechanics."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamwatch.events import Event, decode_event
+from streamwatch.incidents import KINDS
+from streamwatch.simulate import (
+    FAULT_KINDS,
+    METRIC_NAMES,
+    TARGETS,
+    Fault,
+    RunSpec,
+    healthy_spec,
+    observe_run,
+    random_fault_spec,
+    simulate,
+    simulate_run,
+    write_jsonl,
+)
+
+V = METRIC_NAMES["verl"]
+ONSET = 150
+
+
+def _rank(event: Event) -> int:
+    assert event.source is not None and event.source.rank is not None
+    return event.source.rank
+
+
+def _by_step(events: list[Event], rank: int = 0) -> dict[int, dict[str, float]]:
+    return {e.step: e.metrics for e in events if _rank(e) == rank}
+
+
+def _series(events: list[Event], canonical: str, rank: int = 0) -> dict[int, float]:
+    name = V[canonical]
+    return {s: m[name] for s, m in _by_step(events, rank).items() if name in m}
+
+
+def _dump(events: list[Event]) -> list[str]:
+    return [json.dumps(e.to_json_dict(), sort_keys=True) for e in events]
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+# --- determinism and layout ---------------------------------------------------------------
+
+
+def test_same_seed_same_events_different_seed_different() -> None:
+    spec = random_fault_spec("entropy_collapse", seed=3, steps=200)
+    first, again = list(simulate_run(spec)), list(simulate_run(spec))
+    assert _dump(first) == _dump(again)
+    other = list(simulate_run(random_fault_spec("entropy_collapse", seed=4, steps=200)))
+    assert _dump(first) != _dump(other)
+
+
+def test_every_rank_logs_once_per_step_with_its_host() -> None:
+    spec = healthy_spec("r", seed=1, steps=120, hosts=3, ranks_per_host=2)
+    events = list(simulate_run(spec))
+    assert all(isinstance(e, Event) and e.run_id == "r" for e in events)
+    seen = Counter((_rank(e), e.step) for e in events)
+    expected = {(0, 0)} | {(r, s) for r in range(6) for s in range(1, 120)}
+    assert set(seen) == expected
+    assert set(seen.values()) == {1}
+    for e in events:
+        assert e.source is not None and e.source.host == f"node-{_rank(e) // 2}"
+        if _rank(e) != 0:
+            assert set(e.metrics) == {V["step_time"], V["throughput"]}
+
+
+def test_rank0_logs_the_training_metrics() -> None:
+    events = list(simulate_run(healthy_spec("r", seed=2, steps=30)))
+    step5 = _by_step(events)[5]
+    for canonical in ("entropy", "reward", "score_std", "length", "clip_ratio", "kl"):
+        assert V[canonical] in step5
+    for name in (
+        "actor/grad_norm",
+        "actor/pg_loss",
+        "actor/pg_clipfrac",
+        "actor/lr",
+        "perf/mfu/actor",
+        "timing_s/gen",
+        "timing_s/step",
+        "perf/throughput",
+    ):
+        assert name in step5
+    assert all(math.isfinite(v) for e in events for v in e.metrics.values())
+
+
+def test_timestamps_strictly_increase_per_rank_and_events_come_in_time_order() -> None:
+    spec = healthy_spec("r", seed=5, steps=300, step_seconds=600.0, start_ts=1.7e9)
+    events = list(simulate_run(spec))
+    ts = [e.ts for e in events if e.ts is not None]
+    assert len(ts) == len(events) and ts == sorted(ts)
+    assert events[0].ts is not None and events[0].ts > 1.7e9
+    for rank in range(spec.ranks):
+        mine = [e for e in events if _rank(e) == rank]
+        assert [e.step for e in mine] == sorted(e.step for e in mine)
+        stamps = [e.ts for e in mine if e.ts is not None]
+        assert all(b > a for a, b in itertools.pairwise(stamps))
+    gaps = np.diff([e.ts for e in events if _rank(e) == 1 and e.ts is not None])
+    assert 500.0 < float(np.median(gaps)) < 900.0
+
+
+def test_heldout_cadence() -> None:
+    events = list(simulate_run(healthy_spec("r", seed=0, steps=101, eval_every=7)))
+    held = _series(events, "heldout")
+    assert sorted(held) == list(range(0, 101, 7))
+    assert _by_step(events)[0] == {V["heldout"]: held[0]}
+    assert not any(V["heldout"] in e.metrics for e in events if _rank(e) != 0)
+    never = list(simulate_run(healthy_spec("r", seed=0, steps=50, eval_every=0)))
+    assert min(e.step for e in never) == 1
+    assert not any(V["heldout"] in e.metrics for e in never)
+
+
+def test_trl_naming() -> None:
+    events = list(simulate_run(healthy_spec("t", seed=0, steps=21, framework="trl")))
+    step10 = _by_step(events)[10]
+    for name in ("entropy", "reward", "reward_std", "completions/mean_length", "eval_reward"):
+        assert name in step10
+    assert set(_by_step(events, rank=1)[10]) == {"step_time", "throughput"}
+
+
+# --- healthy runs look like real ones ------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_healthy_run_has_realistic_trends(seed: int) -> None:
+    events = list(simulate_run(healthy_spec("h", seed=seed, steps=400)))
+    entropy = np.array(list(_series(events, "entropy").values()))
+    assert np.all(entropy > 0)
+    fall = entropy[:5].mean() / entropy[-100:].mean()
+    assert 2.5 < fall < 10.0, fall
+    reward = np.array(list(_series(events, "reward").values()))
+    assert np.all((reward >= 0) & (reward <= 1))
+    assert reward[-50:].mean() > reward[:5].mean() + 0.15
+    held = np.array(list(_series(events, "heldout").values()))
+    assert reward[-100:].mean() > held[-10:].mean()
+    clip = np.array(list(_series(events, "clip_ratio").values()))
+    assert clip.max() < 0.06
+    length = np.array(list(_series(events, "length").values()))
+    assert length.min() > 100 and length.max() < 1500
+
+
+def test_healthy_runs_have_isolated_grad_norm_spikes_and_slow_checkpoint_steps() -> None:
+    spikes = 0
+    for seed in range(10):
+        grad = observe_run(healthy_spec("h", seed=seed, steps=1000)).series["grad_norm"]
+        level = np.array([np.median(grad[max(0, i - 10) : i + 11]) for i in range(len(grad))])
+        big = grad[1:] > 8.0 * level[1:]
+        spikes += int(big.sum())
+        assert not np.any(big[1:] & big[:-1]), "grad-norm spikes never last two steps"
+    assert spikes >= 10
+    obs = observe_run(healthy_spec("h", seed=0, steps=400, eval_every=0))
+    times = obs.step_time[:, 1:]
+    ratio = times.max(axis=1) / np.median(times, axis=1)
+    assert np.all(ratio > 1.15)  # checkpoint steps are slower on every rank
+
+
+def test_healthy_metrics_are_noisy() -> None:
+    obs = observe_run(healthy_spec("h", seed=7, steps=400))
+    for name in ("entropy", "reward", "length", "kl", "grad_norm", "pg_loss"):
+        assert np.std(np.diff(obs.series[name][200:])) > 0
+
+
+# --- faults --------------------------------------------------------------------------------
+
+
+def _pair(
+    kind: str, seed: int = 11, strength: float = 1.0, **kw: int
+) -> tuple[list[Event], list[Event]]:
+    fault = Fault(kind=kind, step=ONSET, strength=strength, **kw)
+    sick = list(simulate_run(healthy_spec("x", seed=seed, steps=400, faults=(fault,))))
+    well = list(simulate_run(healthy_spec("x", seed=seed, steps=400)))
+    return sick, well
+
+
+@pytest.mark.parametrize("kind", [k for k in FAULT_KINDS if k != "run_stalled"])
+def test_fault_changes_its_targets_after_onset_only(kind: str) -> None:
+    sick, well = _pair(kind)
+    before_sick = [e for e in sick if e.step < ONSET]
+    before_well = [e for e in well if e.step < ONSET]
+    assert _dump(before_sick) == _dump(before_well)
+    rank = 3 if kind == "rank_straggler" else 0
+    for canonical in TARGETS[kind]:
+        a, b = _series(sick, canonical, rank), _series(well, canonical, rank)
+        changed = [s for s in a if s >= ONSET and not _same(a[s], b[s])]
+        assert changed, f"{kind} left {canonical} unchanged"
+        assert min(changed) <= ONSET + 10
+
+
+def _mean_after(series: dict[int, float], start: int, stop: int = 10**9) -> float:
+    return float(np.mean([v for s, v in series.items() if start <= s < stop]))
+
+
+Check = Callable[[list[Event], list[Event]], bool]
+_LATE = ONSET + 60
+
+
+def _late(events: list[Event], canonical: str, rank: int = 0) -> float:
+    return _mean_after(_series(events, canonical, rank), _LATE)
+
+
+CHECKS: dict[str, Check] = {
+    "entropy_collapse": lambda s, w: (
+        _late(s, "entropy") < 0.01 < _late(w, "entropy")
+        and _late(s, "token_prob") > _late(w, "token_prob")
+    ),
+    "entropy_blowup": lambda s, w: (
+        _late(s, "entropy") > 3 * _late(w, "entropy")
+        and _late(s, "length") > _late(w, "length")
+        and _late(s, "reward") < _late(w, "reward") - 0.2
+    ),
+    "reward_chaos": lambda s, w: (
+        np.std(np.diff(list(_series(s, "reward").values())[_LATE:]))
+        > 2.5 * np.std(np.diff(list(_series(w, "reward").values())[_LATE:]))
+    ),
+    "reward_collapse": lambda s, w: (
+        _late(s, "reward") < 0.55 * _late(w, "reward") and _late(s, "heldout") < _late(w, "heldout")
+    ),
+    "length_explosion": lambda s, w: (
+        _late(s, "length") > 2.5 * _late(w, "length") and _late(s, "clip_ratio") > 0.3
+    ),
+    "truncation_saturation": lambda s, w: (
+        _late(s, "clip_ratio") > 0.85 and _late(s, "score_std") < 0.05
+    ),
+    "length_collapse": lambda s, w: _late(s, "length") < 0.3 * _late(w, "length"),
+    "reward_hacking": lambda s, w: (
+        _late(s, "reward") >= _late(w, "reward") and _late(s, "heldout") < _late(w, "heldout") - 0.1
+    ),
+    "nonfinite_metric": lambda s, w: (
+        any(
+            not math.isfinite(v)
+            for st, v in _series(s, "grad_norm").items()
+            if ONSET <= st < ONSET + 10
+        )
+        and all(math.isfinite(v) for st, v in _series(s, "grad_norm").items() if st >= ONSET + 10)
+    ),
+    "metric_spike": lambda s, w: (
+        _mean_after(_series(s, "grad_norm"), ONSET, ONSET + 10)
+        > 4 * _mean_after(_series(w, "grad_norm"), ONSET, ONSET + 10)
+        and _mean_after(_series(s, "pg_loss"), ONSET, ONSET + 10) > 0.04
+    ),
+    "rank_straggler": lambda s, w: (
+        _late(s, "step_time", 3) > 1.4 * _late(s, "step_time", 2)
+        and _late(s, "throughput", 3) < 0.75 * _late(s, "throughput", 2)
+    ),
+    "metric_drift": lambda s, w: _late(s, "mfu") < 0.7 * _late(w, "mfu"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CHECKS))
+def test_fault_mechanics(kind: str) -> None:
+    sick, well = _pair(kind)
+    assert CHECKS[kind](sick, well)
+
+
+def test_every_kind_is_injectable() -> None:
+    assert set(FAULT_KINDS) == set(KINDS)
+    assert set(TARGETS) == set(KINDS)
+    assert set(CHECKS) | {"run_stalled"} == set(KINDS)
+
+
+@pytest.mark.parametrize(
+    ("kind", "canonical"),
+    [("entropy_blowup", "entropy"), ("reward_collapse", "reward"), ("metric_drift", "mfu")],
+)
+def test_strength_scales_the_effect(kind: str, canonical: str) -> None:
+    base = _late(_pair(kind, strength=1.0)[1], canonical)
+    effects = [abs(_late(_pair(kind, strength=s)[0], canonical) - base) for s in (0.5, 1.0, 2.0)]
+    assert 0 < effects[0] < effects[1] < effects[2]
+
+
+def test_nonfinite_values_and_zero_loss_signature() -> None:
+    zero_loss = 0
+    for seed in range(20):
+        sick, _ = _pair("nonfinite_metric", seed=seed)
+        rows = _by_step(sick)
+        assert not math.isfinite(rows[ONSET][V["kl"]])
+        assert not math.isfinite(rows[ONSET][V["grad_norm"]])
+        for step, metrics in rows.items():
+            if step < ONSET:
+                assert all(math.isfinite(v) for v in metrics.values())
+            if not math.isfinite(metrics.get(V["grad_norm"], 0.0)):
+                zero_loss += metrics[V["pg_loss"]] == 0.0
+    assert zero_loss >= 3
+
+
+def test_run_stalled_forever_stops_that_run_only() -> None:
+    stalled = healthy_spec("a", seed=1, steps=300, faults=(Fault("run_stalled", 120),))
+    other = healthy_spec("b", seed=2, steps=300)
+    events = list(simulate([stalled, other]))
+    assert max(e.step for e in events if e.run_id == "a") == 119
+    assert max(e.step for e in events if e.run_id == "b") == 299
+    last_a = max(e.ts for e in events if e.run_id == "a" and e.ts is not None)
+    assert any(e.ts is not None and e.ts > last_a + 3600 for e in events if e.run_id == "b")
+
+
+def test_run_stalled_with_duration_leaves_a_gap_then_resumes() -> None:
+    spec = healthy_spec("a", seed=1, steps=300, faults=(Fault("run_stalled", 120, duration=40),))
+    events = list(simulate_run(spec))
+    assert sorted({e.step for e in events}) == list(range(300))
+    stamps = np.array([e.ts for e in events], dtype=float)
+    gaps = np.diff(stamps)
+    assert gaps.max() >= 40 * spec.step_seconds
+    where = int(np.argmax(gaps))
+    assert events[where].step == 119 and events[where + 1].step == 120
+    assert np.sort(gaps)[-2] < 3 * spec.step_seconds
+
+
+def test_fault_with_duration_recovers() -> None:
+    fault = Fault("rank_straggler", ONSET, rank=1, duration=20)
+    sick = list(simulate_run(healthy_spec("x", seed=3, steps=300, faults=(fault,))))
+    well = list(simulate_run(healthy_spec("x", seed=3, steps=300)))
+    a, b = _series(sick, "step_time", 1), _series(well, "step_time", 1)
+    assert all(a[s] > 1.3 * b[s] for s in range(ONSET, ONSET + 20))
+    assert all(a[s] == b[s] for s in range(ONSET + 20, 300))
+    collapse = Fault("entropy_collapse", ONSET, duration=30)
+    back = observe_run(healthy_spec("x", seed=3, steps=300, faults=(collapse,)))
+    ref = observe_run(healthy_spec("x", seed=3, steps=300))
+    assert back.series["entropy"][ONSET + 25] < 0.3 * ref.series["entropy"][ONSET + 25]
+    assert back.series["entropy"][-1] == pytest.approx(ref.series["entropy"][-1], rel=1e-3)
+
+
+def test_several_faults_in_one_run() -> None:
+    faults = (Fault("nonfinite_metric", 100, duration=1), Fault("entropy_collapse", 200))
+    events = list(simulate_run(healthy_spec("x", seed=9, steps=400, faults=faults)))
+    rows = _by_step(events)
+    assert math.isnan(rows[100][V["kl"]]) or math.isinf(rows[100][V["kl"]])
+    assert all(math.isfinite(m[V["kl"]]) for s, m in rows.items() if s > 100)
+    assert rows[199][V["entropy"]] > 0.02 and rows[390][V["entropy"]] < 0.01
+
+
+def test_default_straggler_is_the_last_rank() -> None:
+    obs = observe_run(random_fault_spec("rank_straggler", seed=2, hosts=2, ranks_per_host=4))
+    late = obs.step_time[:, -50:].mean(axis=1)
+    assert int(np.argmax(late)) == 7
+    assert late[7] > 1.4 * np.median(late)
+
+
+# --- specs ---------------------------------------------------------------------------------
+
+
+def test_random_fault_spec_onset_range_and_determinism() -> None:
+    specs = [random_fault_spec("reward_chaos", seed=s, steps=400) for s in range(50)]
+    onsets = {spec.faults[0].step for spec in specs}
+    assert min(onsets) >= 100 and max(onsets) <= 300 and len(onsets) > 20
+    assert random_fault_spec("reward_chaos", 5) == random_fault_spec("reward_chaos", 5)
+    spec = random_fault_spec("metric_spike", 5, strength=0.5, hosts=1, run_id="z")
+    assert spec.run_id == "z" and spec.hosts == 1 and spec.faults[0].strength == 0.5
+
+
+def test_invalid_specs_are_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown fault kind"):
+        Fault("not_a_kind", 10)
+    with pytest.raises(ValueError, match="strength"):
+        Fault("metric_spike", 10, strength=0.0)
+    with pytest.raises(ValueError, match="rank 9"):
+        RunSpec("r", faults=(Fault("rank_straggler", 10, rank=9),))
+    with pytest.raises(ValueError, match="framework"):
+        RunSpec("r", framework="nope")
+    with pytest.raises(ValueError, match="twice"):
+        simulate([healthy_spec("r", 0), healthy_spec("r", 1)])
+
+
+def test_fault_beyond_the_last_step_changes_nothing() -> None:
+    late = healthy_spec("x", seed=1, steps=100, faults=(Fault("length_explosion", 500),))
+    plain = healthy_spec("x", seed=1, steps=100)
+    assert _dump(list(simulate_run(late))) == _dump(list(simulate_run(plain)))
+
+
+# --- several runs, files, speed ------------------------------------------------------------
+
+
+def test_runs_interleave_by_timestamp_with_stable_ties() -> None:
+    specs = [
+        healthy_spec("a", seed=1, steps=80),
+        healthy_spec("b", seed=2, steps=60, start_ts=1_764_000_500.0),
+        healthy_spec("c", seed=3, steps=70, hosts=1, ranks_per_host=3),
+    ]
+    merged = list(simulate(specs))
+    stamps = [e.ts for e in merged if e.ts is not None]
+    assert len(stamps) == len(merged) and stamps == sorted(stamps)
+    for spec in specs:
+        mine = [e for e in merged if e.run_id == spec.run_id]
+        assert _dump(mine) == _dump(list(simulate_run(spec)))
+    twins = list(simulate([healthy_spec("p", 4, steps=20), healthy_spec("q", 4, steps=20)]))
+    assert [e.run_id for e in twins] == ["p", "q"] * (len(twins) // 2)
+
+
+def test_write_jsonl_round_trips_nan(tmp_path: Path) -> None:
+    spec = healthy_spec("n", seed=1, steps=60, faults=(Fault("nonfinite_metric", 20, duration=6),))
+    events = list(simulate_run(spec))
+    path = tmp_path / "run.jsonl"
+    assert write_jsonl(events, path) == len(events)
+    lines = path.read_text().splitlines()
+    assert len(lines) == len(events)
+    assert any("NaN" in line or "Infinity" in line for line in lines)
+    for line, original in zip(lines, events, strict=True):
+        back, problems = decode_event(json.loads(line))
+        assert back is not None and not problems
+        assert back.run_id == original.run_id and back.step == original.step
+        assert back.ts == original.ts and back.source == original.source
+        assert back.metrics.keys() == original.metrics.keys()
+        assert all(_same(back.metrics[k], v) for k, v in original.metrics.items())
+
+
+def test_a_long_run_is_fast() -> None:
+    start = time.perf_counter()
+    count = sum(1 for _ in simulate_run(healthy_spec("long", seed=0, steps=20_000)))
+    elapsed = time.perf_counter() - start
+    assert count == 1 + 4 * 19_999
+    assert elapsed < 10.0
