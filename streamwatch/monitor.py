@@ -73,7 +73,7 @@ class Monitor:
             s = series.get(name)
             if s is None:
                 s = run.new_series(name, self.indicators.resolve(name))
-            if x != x or x in (math.inf, -math.inf):
+            if x - x != 0.0:  # nan or inf
                 nonfinite += 1
             value(s, src, step, x, origin)
         stats = self.stats

@@ -143,38 +143,28 @@ class RunState:
         return series
 
     def value(self, s: Series, src: str, step: int, x: float, origin: str) -> None:
-        last = s.last_step.get(src, -1)
+        """One value of one source. The hot path: keep it lean."""
+        seen = s.last_step
+        last = seen.get(src, -1)
         if step <= last:
-            why = "repeats step" if step == last else f"goes back from step {last} to"
-            who = f" from {src}" if src else ""
-            self.problems.append(
-                Problem(origin, f"{s.metric!r}{who} {why} {step}", self.run_id, step, s.metric)
-            )
+            self._set_aside_repeat(s, src, step, last, origin)
             return
-        s.last_step[src] = step
+        seen[src] = step
         if step != s.pending_step:
             if step < s.pending_step:
-                self.problems.append(
-                    Problem(
-                        origin,
-                        f"{s.metric!r} from {src or 'its source'} arrived after step "
-                        f"{s.pending_step} had started; value {x!r} not judged",
-                        self.run_id,
-                        step,
-                        s.metric,
-                    )
-                )
+                self._set_aside_late(s, src, step, x, origin)
                 return
             if s.pending_n and not s.closed:
                 self.close(s)
             if s.pending_step >= 0:
-                s.expected = max(s.pending_n, 1)
+                s.expected = s.pending_n or 1
             s.pending_step = step
             s.pending_n = 0
             s.closed = False
         s.pending_n += 1
-        if math.isfinite(x):
-            self._healthy(Kind.NONFINITE_METRIC, s.name, step)
+        if x - x == 0.0:  # finite (inf - inf and nan - nan are nan)
+            if self.book.open:
+                self._healthy(Kind.NONFINITE_METRIC, s.name, step)
             if s.closed:
                 return  # one source more than last step: counted for the next, not judged
             s.pending_sum += x
@@ -186,21 +176,50 @@ class RunState:
         if not s.closed and s.pending_n >= s.expected:
             self.close(s)
 
+    def _set_aside_repeat(self, s: Series, src: str, step: int, last: int, origin: str) -> None:
+        why = "repeats step" if step == last else f"goes back from step {last} to"
+        who = f" from {src}" if src else ""
+        self.problems.append(
+            Problem(origin, f"{s.metric!r}{who} {why} {step}", self.run_id, step, s.metric)
+        )
+
+    def _set_aside_late(self, s: Series, src: str, step: int, x: float, origin: str) -> None:
+        self.problems.append(
+            Problem(
+                origin,
+                f"{s.metric!r} from {src or 'its source'} arrived after step "
+                f"{s.pending_step} had started; value {x!r} not judged",
+                self.run_id,
+                step,
+                s.metric,
+            )
+        )
+
     def close(self, s: Series) -> None:
         """The step of a series is complete: hand its value to the checks."""
-        step, k, total, values = s.pending_step, s.pending_k, s.pending_sum, s.pending_values
         s.closed = True
-        s.pending_k = 0
-        s.pending_sum = 0.0
-        s.pending_values = []
+        k = s.pending_k
         if k == 0:
             return
-        x = total / k
-        if not math.isfinite(x):  # finite values whose sum overflows
+        step = s.pending_step
+        x = s.pending_sum / k
+        s.pending_k = 0
+        s.pending_sum = 0.0
+        if x - x != 0.0:  # finite values whose sum overflows
+            s.pending_values = []
             return
+        book = self.book
         for check in s.checks:
             found = check.update(step, x)
-            self._report(check.kinds, s.name, step, found)
+            if found:
+                self._report(check.kinds, s.name, step, found)
+            elif book.open:
+                for kind in check.kinds:
+                    self._healthy(kind, s.name, step)
+        if s.indicator is not None:
+            self._close_special(s, step, x)
+
+    def _close_special(self, s: Series, step: int, x: float) -> None:
         ind = s.indicator
         if ind is Indicator.TRAIN_REWARD:
             self.hacking.train(x)
@@ -208,6 +227,7 @@ class RunState:
             found = self.hacking.heldout(step, s.metric, x)
             self._report(self.hacking.kinds, "heldout_reward", step, found)
         if s.straggler is not None:
+            values, s.pending_values = s.pending_values, []
             found = s.straggler.update(step, values)
             self._report(s.straggler.kinds, s.name, step, found)
 
@@ -241,7 +261,7 @@ class RunState:
     def _report(self, kinds: tuple[Kind, ...], name: str, step: int, found: list[Finding]) -> None:
         for f in found:
             self.fire(f)
-        if len(found) < len(kinds):
+        if len(found) < len(kinds) and self.book.open:
             seen = {f.kind for f in found}
             for kind in kinds:
                 if kind not in seen:

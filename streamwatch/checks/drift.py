@@ -1,8 +1,8 @@
 """Generic drift, for metrics with no RL-specific check.
 
 The value, centred and scaled by its warm-up (median, robust sd), goes to river's ADWIN.
-A change ADWIN finds counts only if it is also large: the mean of the last few values
-differs from the window before it by ``min_relative`` of its size. Healthy RL curves all
+A change ADWIN finds counts only if it is also large: within the next few steps the mean
+of the last few values differs from the median before them by 20% of its size. Healthy RL curves all
 trend, so a generic change is reported at the configured severity (info by default).
 """
 
@@ -27,23 +27,28 @@ class DriftCheck:
         self.indicator = indicator
         self.metric = metric
         self.s = settings
-        self._warm: list[float] = []
+        self._warm: list[float] | None = []
         self.center = 0.0
         self.scale = 1.0
         self._adwin = LevelShift(delta=settings.delta, clock=settings.clock)
         self._history = Window(_HISTORY)
+        self._armed = 0
 
     def update(self, step: int, x: float) -> list[Finding]:
-        self._history.update(x)
-        if len(self._warm) < self.s.warmup:
+        self._history.values.append(x)  # the engine passes finite values only
+        if self._warm is not None:
             self._warm.append(x)
             if len(self._warm) == self.s.warmup:
                 self.center = median(self._warm)
                 mad = 1.4826 * median(abs(v - self.center) for v in self._warm)
                 self.scale = mad or abs(self.center) * 0.01 or 1.0
+                self._warm = None
             return []
-        if not self._adwin.update((x - self.center) / self.scale):
+        if self._adwin.update((x - self.center) / self.scale):
+            self._armed = _RECENT  # ADWIN saw a change: confirm its size over the next steps
+        if not self._armed:
             return []
+        self._armed -= 1
         values = list(self._history.values)
         recent = fmean(values[-_RECENT:])
         before = median(values[:-_RECENT]) if len(values) > _RECENT else recent
@@ -51,6 +56,7 @@ class DriftCheck:
         size = max(abs(before), abs(recent))
         if abs(change) <= _MIN_RELATIVE * size or not math.isfinite(change):
             return []
+        self._armed = 0
         rel = f"{change / abs(before):+.0%}" if before else "from zero"
         return [
             Finding(
