@@ -2,6 +2,8 @@
 PY ?= .venv/bin/python
 VENV ?= .venv
 
+-include mk/kafka.mk
+
 .PHONY: setup lint typecheck test check demo bench clean
 
 setup: $(VENV)/.installed

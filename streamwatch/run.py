@@ -9,7 +9,6 @@ reported as did last step, or when a later step arrives; the checks see one valu
 from __future__ import annotations
 
 import fnmatch
-import math
 from dataclasses import dataclass, field
 
 from streamwatch.checks import (
