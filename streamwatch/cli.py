@@ -141,6 +141,7 @@ def _demo(args: argparse.Namespace) -> int:
     jsonl = JsonlSink(args.incidents_out) if args.incidents_out else None
     last_step = -1
     fired = 0
+    final_step = {spec.run_id: spec.steps - 1 for spec in specs}
     for event in simulate(specs):
         if args.pace and event.step > last_step:
             time.sleep(args.pace)
@@ -150,6 +151,8 @@ def _demo(args: argparse.Namespace) -> int:
             console.send(inc)
             if jsonl is not None:
                 jsonl.send(inc)
+        if event.step == final_step[event.run_id]:
+            monitor.end_run(event.run_id)  # a finished run is not a stalled one
     for inc in monitor.flush():
         console.send(inc)
     if jsonl is not None:

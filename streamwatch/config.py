@@ -52,6 +52,9 @@ class RewardSettings(_Section):
     smoothing: float = Field(0.3, gt=0, le=1)
     chaos_ratio: float = Field(3.0, gt=1, description="recent volatility / reference volatility")
     chaos_window: int = Field(8, ge=3, description="steps in the recent-volatility median")
+    chaos_floor: float = Field(
+        0.03, ge=0, description="reference volatility floor, as a fraction of the reward's range"
+    )
     chaos_persist: int = Field(4, ge=1, description="consecutive steps above the ratio")
     collapse_fraction: float = Field(
         0.3, gt=0, lt=1, description="drop from the peak, as a fraction of the peak's gain"

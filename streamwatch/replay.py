@@ -105,7 +105,7 @@ def replay_files(
         seen_runs: set[str] = set()
         for n, event in enumerate(source):
             seen_runs.add(event.run_id)
-            updates = process(event, origin)
+            updates = process(event, f"{origin}:{source.stats.lines}")
             if updates:
                 emit(updates)
             if n & 1023 == 0:

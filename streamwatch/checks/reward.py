@@ -31,7 +31,8 @@ class RewardCheck:
         self.metric = metric
         self.s = settings
         self.n = 0
-        self.unit_range = True
+        self.low = math.inf
+        self.high = -math.inf
         self._prev = math.nan
         self._prev2 = math.nan
         self._smooth = Ewma(settings.smoothing)
@@ -46,13 +47,14 @@ class RewardCheck:
 
     def update(self, step: int, x: float) -> list[Finding]:
         self.n += 1
-        self.unit_range = self.unit_range and 0.0 <= x <= 1.0
         smooth = self._smooth.update(x)
+        self.low = min(self.low, smooth)
+        self.high = max(self.high, smooth)
         p1, p2 = self._prev, self._prev2
         self._prev2, self._prev = p1, x
         if self.n <= 2:
             return []
-        error = abs(x - 2.0 * p1 + p2) / self._binomial_scale(smooth)
+        error = abs(x - 2.0 * p1 + p2)
         self._errors.update(error)
         if self.n <= self.s.warmup:
             self._warm_errors.append(error)
@@ -71,18 +73,12 @@ class RewardCheck:
             found.append(collapse)
         return found
 
-    def _binomial_scale(self, level: float) -> float:
-        """A success rate's batch mean is noisier mid-range (sd ~ sqrt(p(1-p))): divide that
-        out while every value seen lies in [0, 1], so a run reaching its plateau is not
-        judged calmer (or a run leaving 0 noisier) than it is."""
-        if not self.unit_range:
-            return 1.0
-        p = min(max(level, 0.0), 1.0)
-        return max(0.1, 2.0 * math.sqrt(p * (1.0 - p)))
-
     def _judge_chaos(self, step: int, x: float) -> Finding | None:
         recent = self._errors.median()
-        r = recent / self.vol_ref
+        # a curve that moved over a range of 0.7 is not chaotic at noise of 0.01, however calm
+        # it was before: judge against a floor that is a small fraction of that range
+        floor = self.s.chaos_floor * (self.high - self.low)
+        r = recent / max(self.vol_ref, floor)
         alarmed = self._chaos.update(r > self.s.chaos_ratio)
         if r < self.s.chaos_ratio:  # follow calm quickly, a rising noise slowly
             alpha = _REF_ALPHA if r < 1.5 else _REF_ALPHA / 5
@@ -101,7 +97,7 @@ class RewardCheck:
             {
                 "value": x,
                 "recent_volatility": recent,
-                "baseline_volatility": self.vol_ref,
+                "baseline_volatility": max(self.vol_ref, floor),
                 "volatility_ratio": r,
                 "window": self.s.chaos_window,
             },

@@ -1,0 +1,434 @@
+"""The engine: determinism, snapshot/restore, lifecycle, the incident contract, bad steps,
+and a conformance suite every per-step health check passes."""
+
+from __future__ import annotations
+
+import math
+import pickle
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from streamwatch.checks import (
+    Check,
+    DriftCheck,
+    EntropyCheck,
+    LengthCheck,
+    RewardCheck,
+    SpikeCheck,
+    TruncationCheck,
+)
+from streamwatch.cli import main
+from streamwatch.config import Config, EngineConfig
+from streamwatch.events import Event, Source
+from streamwatch.incidents import KINDS, Finding, Incident, Kind, Severity, Status, fingerprint
+from streamwatch.monitor import Monitor
+from streamwatch.simulate import Fault, RunSpec, simulate, simulate_run, write_jsonl
+
+NAN = math.nan
+RANKS = 4  # ranks per simulated run (2 hosts x 2 ranks, the RunSpec default)
+
+MULTI_RUN = (
+    RunSpec(
+        "run-a",
+        seed=1,
+        faults=(Fault("nonfinite_metric", 100), Fault("entropy_collapse", 200)),
+    ),
+    RunSpec("run-b", seed=2, faults=(Fault("nonfinite_metric", 100, duration=1),)),
+    RunSpec(
+        "run-c",
+        seed=3,
+        faults=(Fault("metric_spike", 120), Fault("rank_straggler", 250)),
+    ),
+)
+
+
+def run_monitor(events: Iterable[Event], config: Config | None = None) -> list[Incident]:
+    monitor = Monitor(config)
+    out: list[Incident] = []
+    for event in events:
+        out.extend(monitor.process(event))
+    out.extend(monitor.flush())
+    return out
+
+
+@cache
+def multi_run_events() -> tuple[Event, ...]:
+    return tuple(simulate(MULTI_RUN))
+
+
+@cache
+def multi_run_incidents() -> tuple[Incident, ...]:
+    return tuple(run_monitor(multi_run_events()))
+
+
+def firing(incidents: Iterable[Incident], kind: str, run_id: str | None = None) -> list[Incident]:
+    return [
+        i
+        for i in incidents
+        if i.status is Status.FIRING and i.kind == kind and run_id in (None, i.run_id)
+    ]
+
+
+# -- determinism ----------------------------------------------------------------------------
+
+
+def test_replay_twice_gives_byte_identical_incident_files(tmp_path: Path) -> None:
+    log = tmp_path / "cluster.jsonl"
+    write_jsonl(simulate(MULTI_RUN), log)
+    outs = [tmp_path / "incidents-1.jsonl", tmp_path / "incidents-2.jsonl"]
+    for out in outs:
+        assert main(["replay", str(log), "--incidents-out", str(out), "--quiet"]) == 0
+    first, second = (p.read_bytes() for p in outs)
+    assert first, "no incident was written"
+    assert first == second
+
+
+# -- snapshot / restore ---------------------------------------------------------------------
+
+
+def step_boundaries(events: Sequence[Event]) -> list[tuple[int, int]]:
+    """Cut points right after the last event of a step of every run, as (events, step).
+
+    A snapshot closes the run's pending steps, so a step that more sources would still
+    complete is judged on the sources heard so far; only at a step boundary does a
+    snapshot leave nothing pending and a restored monitor continue exactly as an
+    uninterrupted one. Cuts are taken there; ``step`` is the oldest run's last step.
+    """
+    heard: Counter[tuple[str, int]] = Counter()
+    last: dict[str, int] = {}
+    cuts = []
+    for n, event in enumerate(events, start=1):
+        heard[event.run_id, event.step] += 1
+        last[event.run_id] = event.step
+        complete = all(
+            heard[run, step] == (1 if step == 0 else RANKS) for run, step in last.items()
+        )
+        if len(last) == len(MULTI_RUN) and complete:
+            cuts.append((n, min(last.values())))
+    return cuts
+
+
+def cut_after_step(events: Sequence[Event], step: int) -> int:
+    """The first step boundary at which every run has completed ``step``."""
+    return next(n for n, done in step_boundaries(events) if done >= step)
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        2,  # early: checks still warming up
+        100,  # the non-finite values of run-a and run-b
+        122,  # mid metric spike in run-c
+        215,  # mid entropy collapse in run-a
+        390,  # late
+    ],
+)
+def test_snapshot_and_restore_continue_exactly(step: int) -> None:
+    events = multi_run_events()
+    expected = [i.to_json() for i in multi_run_incidents()]
+    cut = cut_after_step(events, step)
+    assert 0 < cut < len(events)
+
+    first = Monitor()
+    got: list[str] = []
+    for event in events[:cut]:
+        got.extend(i.to_json() for i in first.process(event))
+    blobs = [first.snapshot(run_id) for run_id in sorted(first.runs)]
+    assert len(blobs) == len(MULTI_RUN)
+
+    second = Monitor()
+    restored = [second.restore(blob) for blob in blobs]
+    assert restored == sorted(first.runs)
+    for event in events[cut:]:
+        got.extend(i.to_json() for i in second.process(event))
+    got.extend(i.to_json() for i in second.flush())
+    assert got == expected
+
+
+def test_restore_rejects_what_is_not_a_snapshot() -> None:
+    with pytest.raises(ValueError, match="snapshot"):
+        Monitor().restore(pickle.dumps((99, "not a run")))
+
+
+# -- detection in a run with several faults ---------------------------------------------------
+
+
+COLLAPSE_AT_200 = Fault("entropy_collapse", 200)
+
+
+@cache
+def seed5_run(nan_first: bool) -> tuple[Incident, ...]:
+    faults = (Fault("nonfinite_metric", 100), COLLAPSE_AT_200) if nan_first else (COLLAPSE_AT_200,)
+    return tuple(run_monitor(simulate_run(RunSpec("nan-then-collapse", seed=5, faults=faults))))
+
+
+def test_nan_mid_run_is_critical_at_its_step() -> None:
+    nonfinite = firing(seed5_run(nan_first=True), Kind.NONFINITE_METRIC)
+    assert nonfinite, "no nonfinite_metric incident"
+    first = nonfinite[0]
+    assert first.severity is Severity.CRITICAL
+    assert first.step == 100  # delay 0
+    assert first.onset_step == 100
+    assert all(i.step >= 100 for i in nonfinite)
+
+
+def test_entropy_collapse_after_a_nan_is_still_detected() -> None:
+    collapse = firing(seed5_run(nan_first=True), Kind.ENTROPY_COLLAPSE)
+    assert collapse, "entropy collapse after the NaN episode was not detected"
+    assert {i.indicator for i in collapse} == {"entropy", "token_prob"}
+    assert 200 <= collapse[0].step <= 230
+    # the NaN episode neither delays nor changes it
+    alone = firing(seed5_run(nan_first=False), Kind.ENTROPY_COLLAPSE)
+    assert [(i.indicator, i.severity, i.step) for i in collapse] == [
+        (i.indicator, i.severity, i.step) for i in alone
+    ]
+
+
+# -- lifecycle --------------------------------------------------------------------------------
+
+
+def test_one_firing_incident_per_fingerprint() -> None:
+    open_severity: dict[str, Severity] = {}
+    for inc in multi_run_incidents():
+        if inc.status is Status.RESOLVED:
+            assert inc.id in open_severity, f"resolved without firing first: {inc}"
+            del open_severity[inc.id]
+            continue
+        before = open_severity.get(inc.id)
+        assert before is None or inc.severity.rank > before.rank, (
+            f"{inc.id} ({inc.run_id} {inc.kind} on {inc.indicator}) fired again at step "
+            f"{inc.step} as {inc.severity.value} while {before} was open"
+        )
+        open_severity[inc.id] = inc.severity
+
+
+@pytest.mark.parametrize("resolve_after", [20, 5])
+def test_short_nan_episode_resolves_after_resolve_after_healthy_updates(
+    resolve_after: int,
+) -> None:
+    spec = RunSpec("blip", seed=2, faults=(Fault("nonfinite_metric", 100, duration=1),))
+    config = Config(engine=EngineConfig(resolve_after=resolve_after))
+    incidents = [i for i in run_monitor(simulate_run(spec), config) if i.kind == "nonfinite_metric"]
+    fired = [i for i in incidents if i.status is Status.FIRING]
+    assert fired
+    for inc in fired:
+        after = [i for i in incidents if i.id == inc.id and i.step > inc.step]
+        assert after, f"{inc.metric}: never resolved"
+        assert after[0].status is Status.RESOLVED
+        assert after[0].step == 100 + resolve_after  # healthy at steps 101..100+resolve_after
+        assert (after[0].run_id, after[0].kind, after[0].indicator) == (
+            inc.run_id,
+            inc.kind,
+            inc.indicator,
+        )
+
+
+def test_escalation_reannounces_with_the_same_id() -> None:
+    collapse = firing(multi_run_incidents(), Kind.ENTROPY_COLLAPSE, "run-a")
+    on_entropy = [i for i in collapse if i.indicator == "entropy"]
+    assert [i.severity for i in on_entropy] == [Severity.WARNING, Severity.CRITICAL]
+    warning, critical = on_entropy
+    assert warning.id == critical.id == fingerprint("run-a", "entropy_collapse", "entropy")
+    assert critical.step > warning.step
+    resolved_between = [
+        i
+        for i in multi_run_incidents()
+        if i.id == warning.id
+        and i.status is Status.RESOLVED
+        and warning.step <= i.step <= critical.step
+    ]
+    assert not resolved_between
+
+
+# -- the incident contract --------------------------------------------------------------------
+
+
+def test_every_incident_honours_the_contract() -> None:
+    incidents = multi_run_incidents()
+    kinds = {i.kind for i in incidents if i.status is Status.FIRING}
+    assert {"nonfinite_metric", "entropy_collapse", "metric_spike", "rank_straggler"} <= kinds
+    for inc in incidents:
+        where = f"{inc.run_id} {inc.kind} step {inc.step}"
+        assert inc.id == fingerprint(inc.run_id, inc.kind, inc.indicator), where
+        assert inc.run_id in {s.run_id for s in MULTI_RUN}, where
+        assert inc.kind in KINDS, where
+        assert isinstance(inc.severity, Severity), where
+        assert isinstance(inc.status, Status), where
+        assert inc.indicator, where
+        assert isinstance(inc.metric, str), where
+        assert inc.metric or inc.kind == "run_stalled", where
+        assert inc.step >= 0, where
+        assert inc.message, where
+        assert inc.evidence, where
+        for key, value in inc.evidence.items():
+            assert isinstance(key, str), where
+            assert isinstance(value, int | float | str), f"{where}: evidence {key}={value!r}"
+        assert inc.remedies, where
+        assert all(isinstance(r, str) and r for r in inc.remedies), where
+        assert Incident.model_validate_json(inc.to_json()).to_json() == inc.to_json(), where
+
+
+# -- repeated and regressing steps ------------------------------------------------------------
+
+
+def ev(step: int, value: float, host: str = "node-0", rank: int = 0) -> Event:
+    return Event(
+        run_id="r",
+        step=step,
+        ts=1000.0 + step,
+        metrics={"actor/pg_loss": value},
+        source=Source(host=host, rank=rank),
+    )
+
+
+def test_repeated_and_regressing_steps_are_set_aside_as_problems() -> None:
+    monitor = Monitor()
+    for step in range(1, 6):
+        assert monitor.process(ev(step, 1.0)) == []
+    assert monitor.drain_problems() == []
+    # a NaN would fire nonfinite_metric if these values reached the checks
+    assert monitor.process(ev(5, NAN)) == []
+    assert monitor.process(ev(3, NAN)) == []
+    problems = monitor.drain_problems()
+    assert [(p.run_id, p.metric, p.step) for p in problems] == [
+        ("r", "actor/pg_loss", 5),
+        ("r", "actor/pg_loss", 3),
+    ]
+    for problem in problems:
+        text = str(problem)
+        assert "'r'" in text and "actor/pg_loss" in text and f"step {problem.step}" in text
+    assert "repeats step 5" in problems[0].reason
+    assert "goes back from step 5 to 3" in problems[1].reason
+    assert monitor.drain_problems() == []
+    assert monitor.firing() == []
+    # the run goes on normally afterwards
+    nan_later = monitor.process(ev(6, NAN))
+    assert [(i.kind, i.step) for i in nan_later] == [("nonfinite_metric", 6)]
+
+
+def test_another_source_at_the_same_step_is_no_problem() -> None:
+    monitor = Monitor()
+    for step in range(1, 6):
+        for rank in range(3):
+            monitor.process(ev(step, 1.0, rank=rank))
+    assert monitor.drain_problems() == []
+    assert monitor.stats.problems == 0
+
+
+# -- conformance of every per-step health check ----------------------------------------------
+
+
+_E = EngineConfig()
+
+
+def _noisy(n: int, level: float, sd: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [level + rng.gauss(0.0, sd) for _ in range(n)]
+
+
+#: name -> (make the check, a constant healthy level, a stream that turns unhealthy at 150)
+CASES: dict[str, tuple[Callable[[], Check], float, list[float]]] = {
+    "entropy": (
+        lambda: EntropyCheck("entropy", "actor/entropy", _E.entropy),
+        0.4,
+        _noisy(150, 0.4, 0.01, 1) + [0.4 * 0.8**k for k in range(1, 151)],
+    ),
+    "token_prob": (
+        lambda: EntropyCheck("token_prob", "actor/mean_token_prob", _E.entropy, invert=True),
+        0.8,
+        _noisy(150, 0.8, 0.005, 2) + [1.0 - 0.2 * 0.8**k for k in range(1, 151)],
+    ),
+    "reward": (
+        lambda: RewardCheck("train_reward", "critic/score/mean", _E.reward),
+        0.6,
+        _noisy(150, 0.6, 0.01, 3) + _noisy(150, 0.6, 0.15, 4),
+    ),
+    "length": (
+        lambda: LengthCheck("response_length", "response_length/mean", _E.length),
+        400.0,
+        _noisy(150, 400.0, 4.0, 5) + [400.0 * 2 ** (k / 10) for k in range(1, 151)],
+    ),
+    "truncation": (
+        lambda: TruncationCheck("truncation_ratio", "response_length/clip_ratio", _E.length),
+        0.02,
+        _noisy(150, 0.02, 0.002, 6) + [0.95] * 150,
+    ),
+    "spike": (
+        lambda: SpikeCheck("grad_norm", "actor/grad_norm", _E.spike),
+        0.3,
+        _noisy(150, 0.3, 0.01, 7) + _noisy(150, 30.0, 1.0, 8),
+    ),
+    "drift": (
+        lambda: DriftCheck("perf/mfu/actor", "perf/mfu/actor", _E.drift),
+        0.3,
+        _noisy(150, 0.3, 0.005, 9) + _noisy(150, 0.1, 0.005, 10),
+    ),
+}
+CHECKS = sorted(CASES)
+
+
+def feed(check: Check, values: Iterable[float], start: int = 0) -> list[Finding]:
+    out: list[Finding] = []
+    for step, x in enumerate(values, start=start):
+        found = check.update(step, x)
+        assert isinstance(found, list)
+        out.extend(found)
+    return out
+
+
+def test_every_per_step_check_class_is_covered() -> None:
+    classes = {type(make()) for make, _, _ in CASES.values()}
+    assert classes == {
+        DriftCheck,
+        EntropyCheck,
+        LengthCheck,
+        RewardCheck,
+        SpikeCheck,
+        TruncationCheck,
+    }
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_check_is_quiet_on_a_constant_stream(name: str) -> None:
+    make, level, _ = CASES[name]
+    found = feed(make(), [level] * 300)
+    serious = [f for f in found if f.severity is not Severity.INFO]
+    assert not serious, [f"{f.step} {f.kind} {f.severity}: {f.message}" for f in serious[:3]]
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_check_survives_pickle_mid_stream(name: str) -> None:
+    make, _, stream = CASES[name]
+    check = make()
+    feed(check, stream[:120])
+    copy = pickle.loads(pickle.dumps(check))
+    rest = stream[120:]
+    expected = feed(check, rest, start=120)
+    got = feed(copy, rest, start=120)
+    assert expected, f"{name}: the stream's unhealthy part raised nothing"
+    assert all(f.kind in check.kinds for f in expected)
+    assert repr(got) == repr(expected)
+
+
+@pytest.mark.parametrize("name", CHECKS)
+@pytest.mark.parametrize(
+    "values",
+    [
+        [1e300] * 300,
+        [0.0] * 300,
+        [0.0, 1e300] * 150,
+        [0.5] * 100 + [1e300] * 100 + [0.0] * 100,
+        [-1e300, 1e300] * 150,
+    ],
+    ids=["huge", "zeros", "alternating", "level-huge-zero", "signed-huge"],
+)
+def test_check_never_raises_on_extreme_values(name: str, values: list[float]) -> None:
+    make, _, _ = CASES[name]
+    for finding in feed(make(), values):
+        assert finding.kind.value in KINDS
+        assert finding.message
