@@ -4,6 +4,8 @@ VENV ?= .venv
 
 -include mk/kafka.mk
 
+LINTED := streamwatch tests benchmarks $(wildcard producers)
+
 .PHONY: setup lint typecheck test check demo bench clean
 
 setup: $(VENV)/.installed
@@ -15,8 +17,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 lint: setup
-	$(VENV)/bin/ruff check streamwatch tests benchmarks producers
-	$(VENV)/bin/ruff format --check streamwatch tests benchmarks producers
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 
 typecheck: setup
 	$(VENV)/bin/mypy
