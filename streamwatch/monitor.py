@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from streamwatch.config import Config, EngineConfig
 from streamwatch.events import Event, Problem, source_key
 from streamwatch.incidents import Incident
-from streamwatch.indicators import IndicatorMap
+from streamwatch.indicators import Indicator, IndicatorMap
 from streamwatch.run import RunState
 
 __all__ = ["Monitor", "MonitorStats"]
@@ -64,8 +64,9 @@ class Monitor:
         run.observe(step, event.ts)
         src = source_key(event.source)
         metrics = event.metrics
-        if metrics.get("loss") == 0.0 or metrics.get("train/loss") == 0.0:
-            run.loss_zero_step = step
+        loss = run.bound.get(Indicator.LOSS)
+        if loss is not None and metrics.get(loss) == 0.0:
+            run.loss_zero_step = step  # with a non-finite grad norm: the skipped-step signature
         series = run.series
         value = run.value
         nonfinite = 0

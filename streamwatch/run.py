@@ -266,10 +266,10 @@ class RunState:
                 if kind not in seen:
                     self._healthy(kind, name, step)
 
-    def fire(self, finding: Finding) -> None:
+    def fire(self, finding: Finding, ts: float | None = None) -> None:
         if finding.kind.value in self.disabled:
             return
-        update = self.book.fire(finding, self.last_ts)
+        update = self.book.fire(finding, self.last_ts if ts is None else ts)
         if update is not None:
             self.out.append(update)
 
@@ -281,10 +281,8 @@ class RunState:
 
     def check_stall(self, now: float) -> None:
         finding = self.stall.check(now)
-        if finding is not None and finding.kind.value not in self.disabled:
-            update = self.book.fire(finding, now)
-            if update is not None:
-                self.out.append(update)
+        if finding is not None:
+            self.fire(finding, now)
 
     def observe(self, step: int, ts: float | None) -> None:
         """Every event: note its time; a stalled run that speaks again is resolved."""

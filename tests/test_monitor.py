@@ -432,3 +432,14 @@ def test_check_never_raises_on_extreme_values(name: str, values: list[float]) ->
     for finding in feed(make(), values):
         assert finding.kind.value in KINDS
         assert finding.message
+
+
+def test_zero_loss_with_nonfinite_grad_norm_is_named_in_the_evidence() -> None:
+    monitor = Monitor()
+    nan = float("nan")
+    for run_id, loss, expected in (("zero", 0.0, [True]), ("nonzero", 0.2, [None])):
+        first = {"actor/pg_loss": 0.1, "actor/grad_norm": 1.0}
+        monitor.process(Event(run_id=run_id, step=1, metrics=first))
+        bad = {"actor/grad_norm": nan, "actor/pg_loss": loss}
+        updates = monitor.process(Event(run_id=run_id, step=2, metrics=bad))
+        assert [u.evidence.get("loss_is_zero") for u in updates] == expected

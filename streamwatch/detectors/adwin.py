@@ -34,7 +34,3 @@ class LevelShift:
     @property
     def drift_detected(self) -> bool:
         return bool(self._adwin.drift_detected)
-
-    @property
-    def estimation(self) -> float:
-        return float(self._adwin.estimation)

@@ -22,7 +22,3 @@ class Persistence:
     def update(self, cond: bool) -> bool:
         self.streak = self.streak + 1 if cond else 0
         return self.streak >= self.needed
-
-    @property
-    def active(self) -> bool:
-        return self.streak >= self.needed

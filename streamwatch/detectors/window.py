@@ -44,6 +44,3 @@ class Window:
             return math.nan
         m = median(self.values)
         return 1.4826 * median(abs(v - m) for v in self.values)
-
-    def oldest(self) -> float:
-        return self.values[0] if self.values else math.nan
