@@ -83,6 +83,7 @@ class Series:
         "pending_sum",
         "pending_values",
         "per_source",
+        "solo",
         "straggler",
     )
 
@@ -101,6 +102,7 @@ class Series:
         self.pending_values: list[tuple[str, float]] = []
         self.expected = 1  # sources that reported the previous step
         self.closed = False  # the pending step was judged already
+        self.solo: str | None = None  # the only source, while there is one value a step
         self.per_source = indicator in _PER_SOURCE
         self.straggler = (
             StragglerCheck(self.name, metric, cfg.straggler, _PER_SOURCE[indicator])
@@ -143,6 +145,15 @@ class RunState:
 
     def value(self, s: Series, src: str, step: int, x: float, origin: str) -> None:
         """One value of one source. The hot path: keep it lean."""
+        if src == s.solo and step > s.pending_step and x - x == 0.0:
+            # the common case: a series with one source, a finite value of a new step
+            s.last_step[src] = step
+            s.pending_step = step
+            if self.book.open:
+                self._healthy(Kind.NONFINITE_METRIC, s.name, step)
+            self.judge(s, step, x)
+            return
+        s.solo = None
         seen = s.last_step
         last = seen.get(src, -1)
         if step <= last:
@@ -174,6 +185,8 @@ class RunState:
             self.nonfinite(s, src, step, x)
         if not s.closed and s.pending_n >= s.expected:
             self.close(s)
+            if s.pending_n == 1 and s.expected == 1 and not s.per_source:
+                s.solo = src  # one source, one value a step: the next values take the fast path
 
     def _set_aside_repeat(self, s: Series, src: str, step: int, last: int, origin: str) -> None:
         why = "repeats step" if step == last else f"goes back from step {last} to"
@@ -207,6 +220,10 @@ class RunState:
         if x - x != 0.0:  # finite values whose sum overflows
             s.pending_values = []
             return
+        self.judge(s, step, x)
+
+    def judge(self, s: Series, step: int, x: float) -> None:
+        """Hand one step's value of a series to its checks."""
         book = self.book
         for check in s.checks:
             found = check.update(step, x)

@@ -28,8 +28,8 @@ class SpikeCheck:
         if not w.full:
             w.update(x)
             return []
-        med = w.median()
-        sd = max(w.robust_sd(), 1e-12)
+        med, sd = w.median_and_sd()
+        sd = max(sd, 1e-12)
         dist = abs(x - med)
         spike = dist > self.s.robust_z * sd and dist > (self.s.factor - 1.0) * abs(med)
         w.update(x)

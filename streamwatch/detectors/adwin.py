@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from river.drift import ADWIN
 
 
@@ -26,10 +24,11 @@ class LevelShift:
 
     def update(self, x: float) -> bool:
         """Feed one value; True on the update that finds a change."""
-        if not math.isfinite(x):
+        if x - x != 0.0:  # nan or inf
             return False
-        self._adwin.update(x)  # type: ignore[no-untyped-call]
-        return bool(self._adwin.drift_detected)
+        adwin = self._adwin
+        adwin.update(x)  # type: ignore[no-untyped-call]
+        return adwin.drift_detected is True
 
     @property
     def drift_detected(self) -> bool:

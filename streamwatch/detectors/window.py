@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from statistics import median
 
 
 class Window:
@@ -36,11 +35,21 @@ class Window:
         return len(self.values)
 
     def median(self) -> float:
-        return median(self.values) if self.values else math.nan
+        return _median(sorted(self.values)) if self.values else math.nan
 
     def robust_sd(self) -> float:
         """1.4826 x the median absolute deviation: the sd for Gaussian noise, blind to spikes."""
+        return self.median_and_sd()[1]
+
+    def median_and_sd(self) -> tuple[float, float]:
+        """Median and robust sd together (one sort each); NaN while too few values."""
         if len(self.values) < 2:
-            return math.nan
-        m = median(self.values)
-        return 1.4826 * median(abs(v - m) for v in self.values)
+            return (self.median(), math.nan)
+        m = _median(sorted(self.values))
+        return m, 1.4826 * _median(sorted([abs(v - m) for v in self.values]))
+
+
+def _median(ordered: list[float]) -> float:
+    n = len(ordered)
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2

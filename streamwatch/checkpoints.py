@@ -1,0 +1,223 @@
+"""Run-state checkpoints in a compacted Kafka topic, for hand-over between service processes.
+
+A partition of the metrics topic owns its runs (messages are keyed by run id), and one
+service process owns a partition at a time. When ownership moves (a rebalance, a crash, a
+restart) the new owner must continue each run exactly where the old one was, and must not
+announce again the incident updates the old owner already published. At every offset commit
+the service therefore writes, before committing:
+
+* one **run record** per run that changed: the run's complete engine state (pickled, zlib),
+  with the partition, the offset the state includes everything before (``offset``) and the
+  incidents-topic offset from which later updates of the run can appear (``floor``);
+* one **partition record**: the committed offset and the same floor.
+
+A new owner reads the partition's records (:meth:`Checkpoints.load`), installs the runs,
+skips a run's messages below its recorded offset (they are in the state already), and reads
+the incidents topic from the floor (:meth:`Checkpoints.published`): the updates found there
+were published by the old owner after its last commit, from messages that will now be
+processed again, and the engine, being deterministic, produces exactly the same lines; the
+service drops those. The result on the incidents topic is each update once, equal to a replay
+of the same events, except for ``run_stalled`` (judged on each process's wall clock).
+
+Records are keyed by (group, topic, partition), so one state topic serves many groups. The
+state is a pickle: only the service itself may write to the state topic (broker ACLs).
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamwatch.monitor import _SNAPSHOT_VERSION, Monitor
+from streamwatch.sinks.kafka import HEADER_PREFIX, OutRecord, Outbox
+
+__all__ = ["Checkpoints", "Loaded", "RunCheckpoint", "open_snapshot"]
+
+log = logging.getLogger(__name__)
+
+_KIND = HEADER_PREFIX + "kind"
+_PARTITION = HEADER_PREFIX + "partition"
+_OFFSET = HEADER_PREFIX + "offset"
+_FLOOR = HEADER_PREFIX + "floor"
+_GROUP = HEADER_PREFIX + "group"
+_SEP = "\x1f"
+_READ_TIMEOUT_S = 120.0
+
+
+def open_snapshot(monitor: Monitor, run_id: str) -> bytes:
+    """A run's state as :meth:`Monitor.restore` reads it, without judging pending steps.
+
+    :meth:`Monitor.snapshot` first closes the steps still waiting for more sources, which is
+    right at the end of a run but changes detection when taken mid-stream (a step would be
+    judged on the ranks heard so far). A checkpoint must leave the run exactly as it is.
+    """
+    run = monitor.runs[run_id]
+    return pickle.dumps((_SNAPSHOT_VERSION, run), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@dataclass(frozen=True, slots=True)
+class RunCheckpoint:
+    run_id: str
+    state: bytes  # for Monitor.restore
+    offset: int  # the state includes the run's messages below this offset
+    floor: int  # incidents-topic offset from which later updates can appear
+
+
+@dataclass(slots=True)
+class Loaded:
+    """What the state topic holds for one partition."""
+
+    runs: dict[str, RunCheckpoint] = field(default_factory=dict)
+    committed: int | None = None  # offset of the last partition record
+    floor: int | None = None  # its incidents floor
+
+    def window_start(self) -> int | None:
+        """Where to read the incidents topic from (None: no owner ever committed)."""
+        floors = [r.floor for r in self.runs.values()]
+        if self.floor is not None:
+            floors.append(self.floor)
+        return min(floors) if floors else None
+
+
+class Checkpoints:
+    """Writes and reads one group's checkpoints of one metrics topic."""
+
+    def __init__(
+        self,
+        client_kwargs: dict[str, Any],
+        *,
+        group: str,
+        topic: str,
+        state_topic: str,
+        state_partitions: int,
+        incidents_topic: str,
+        outbox: Outbox,
+    ) -> None:
+        self.client_kwargs = client_kwargs
+        self.group = group
+        self.topic = topic
+        self.state_topic = state_topic
+        self.state_partitions = state_partitions
+        self.incidents_topic = incidents_topic
+        self.outbox = outbox
+        self._reader: Any = None
+
+    # -- writing ----------------------------------------------------------------------------
+    def _key(self, partition: int, kind: str, name: str = "") -> bytes:
+        return _SEP.join((self.group, self.topic, str(partition), kind, name)).encode()
+
+    def _headers(self, kind: str, partition: int, offset: int, floor: int) -> list[Any]:
+        return [
+            (_KIND, kind.encode()),
+            (_GROUP, self.group.encode()),
+            (_PARTITION, str(partition).encode()),
+            (_OFFSET, str(offset).encode()),
+            (_FLOOR, str(floor).encode()),
+        ]
+
+    def save_run(self, monitor: Monitor, run_id: str, partition: int, offset: int, floor: int) -> int:
+        """Queue one run's state on the outbox; returns its size in bytes."""
+        blob = zlib.compress(open_snapshot(monitor, run_id), 1)
+        self.outbox.send(
+            OutRecord(
+                self.state_topic,
+                blob,
+                self._key(partition, "run", run_id),
+                partition % self.state_partitions,
+                self._headers("run", partition, offset, floor),
+            )
+        )
+        return len(blob)
+
+    def save_partition(self, partition: int, offset: int, floor: int) -> None:
+        """Queue the partition record; send it after the partition's run records."""
+        self.outbox.send(
+            OutRecord(
+                self.state_topic,
+                b"",
+                self._key(partition, "partition"),
+                partition % self.state_partitions,
+                self._headers("partition", partition, offset, floor),
+            )
+        )
+
+    # -- reading ----------------------------------------------------------------------------
+    def _consumer(self) -> Any:
+        if self._reader is None:
+            from kafka import KafkaConsumer
+
+            self._reader = KafkaConsumer(
+                **self.client_kwargs,
+                group_id=None,
+                enable_auto_commit=False,
+                fetch_max_wait_ms=50,
+            )
+        return self._reader
+
+    def _read(self, topic: str, partition: int, start: int | None) -> list[Any]:
+        """Every record of one partition from ``start`` (None: the beginning) to its end now."""
+        from kafka import TopicPartition
+
+        consumer = self._consumer()
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        end = consumer.end_offsets([tp])[tp]
+        if start is None:
+            consumer.seek_to_beginning(tp)
+        else:
+            consumer.seek(tp, start)
+        records: list[Any] = []
+        deadline = time.monotonic() + _READ_TIMEOUT_S
+        while consumer.position(tp) < end:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}[{partition}] up to offset {end} timed out")
+            for batch in consumer.poll(timeout_ms=200).values():
+                records.extend(r for r in batch if r.offset < end)
+        return records
+
+    def load(self, partition: int) -> Loaded:
+        """The latest checkpoint of every run of a partition and its last partition record."""
+        prefix = _SEP.join((self.group, self.topic, str(partition), "")).encode()
+        loaded = Loaded()
+        state_partition = partition % self.state_partitions
+        for record in self._read(self.state_topic, state_partition, None):
+            key = record.key or b""
+            if not key.startswith(prefix):
+                continue
+            headers = {k: v for k, v in record.headers or ()}
+            offset = int(headers[_OFFSET])
+            floor = int(headers[_FLOOR])
+            if headers[_KIND] == b"partition":
+                loaded.committed, loaded.floor = offset, floor
+            elif record.value:
+                run_id = key[len(prefix) :].decode().split(_SEP, 1)[1]
+                state = zlib.decompress(record.value)
+                loaded.runs[run_id] = RunCheckpoint(run_id, state, offset, floor)
+        return loaded
+
+    def published(self, incidents_partition: int, start: int | None) -> dict[str, Counter[str]]:
+        """Incident lines this group published on a partition from ``start``, by run id."""
+        out: dict[str, Counter[str]] = {}
+        group = self.group.encode()
+        for record in self._read(self.incidents_topic, incidents_partition, start):
+            headers = dict(record.headers or ())
+            if headers.get(_GROUP) != group or record.key is None or record.value is None:
+                continue
+            out.setdefault(record.key.decode(), Counter())[record.value.decode()] += 1
+        return out
+
+    def end_offset(self, topic: str, partition: int) -> int:
+        from kafka import TopicPartition
+
+        tp = TopicPartition(topic, partition)
+        return int(self._consumer().end_offsets([tp])[tp])
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
