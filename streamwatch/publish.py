@@ -12,9 +12,12 @@ the ones sent when the broker comes back.
 >>> pub.log({"actor/entropy": 0.42, "critic/score/mean": float("nan"), "note": "text"})
 >>> pub.stats.bad_values  # "text" is not a number: left out of the event
 1
->>> pub.close(timeout=0.5)  # nothing listens on port 1: the event cannot be delivered
->>> pub.stats.dropped
+>>> pub.close(timeout=0.5)  # nothing listens on port 1: nothing can be delivered
+>>> pub.stats.dropped  # the event and the finished marker close() adds
 2
+
+:meth:`Publisher.flush` waits until what was logged is acknowledged; :attr:`Publisher.stats`
+counts what happened (``logged == sent + dropped + buffered + in_flight``).
 
 Importing this module is cheap: it imports neither numpy nor pydantic nor river, and
 kafka-python is imported by the background thread (without it, events are buffered and
@@ -50,6 +53,7 @@ __all__ = [
     "FINISHED_METRIC",
     "FINISHED_TAG",
     "FINISHED_VALUE",
+    "PRODUCER_DEFAULTS",
     "Publisher",
     "PublisherStats",
 ]
@@ -168,7 +172,8 @@ class Publisher:
         self._logged = self._sent = self._dropped = self._bad = self._errors = 0
         self._closed = False
         self._final = False  # the sending thread has given up what is left
-        self._deadline = 0.0
+        self._deadline = 0.0  # close(): the thread must be done by then (monotonic)
+        self._send_until = 0.0  # close(): stop sending then, to leave time for shutting down
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._next_warning = 0.0
@@ -303,10 +308,14 @@ class Publisher:
             atexit.unregister(self._close_at_exit)
             if finished:
                 self._enqueue_finished()
-            self._deadline = time.monotonic() + max(timeout, 0.0)
+            timeout = max(timeout, 0.0)
+            self._deadline = time.monotonic() + timeout
+            self._send_until = self._deadline - min(_CLOSE_MARGIN_S, 0.2 * timeout)
             self._stop.set()
             self._wake.set()
             self._thread.join(max(self._deadline - time.monotonic(), 0.0))
+            if self._thread.is_alive():  # stuck in the Kafka client: stop waiting for it
+                self._give_up()
         except Exception as exc:
             self._error("close() failed: %s: %s", type(exc).__name__, exc)
 
@@ -339,12 +348,13 @@ class Publisher:
     def _run(self) -> None:
         producer: Any = None
         try:
-            import kafka  # here, not at module import: keeps the import cheap and optional
-
+            try:
+                import kafka  # here, not at module level: keeps the import cheap and optional
+            except ImportError as exc:
+                self._error("kafka-python is not importable, nothing will be sent: %s", exc)
+                self._stop.wait()
+                return
             producer = self._serve(kafka)
-        except ImportError as exc:
-            self._error("kafka-python is not importable, nothing will be sent: %s", exc)
-            self._stop.wait()
         except BaseException as exc:  # the thread must not die silently
             self._error("the sending thread failed: %s: %s", type(exc).__name__, exc)
         finally:
@@ -378,8 +388,7 @@ class Publisher:
 
     def _time_left(self) -> float:
         """Seconds left for sending once close() was called (some are kept to shut down)."""
-        left = self._deadline - time.monotonic()
-        return left - min(_CLOSE_MARGIN_S, 0.2 * max(left, 0.0))
+        return self._send_until - time.monotonic()
 
     def _drained(self) -> bool:
         with self._lock:
@@ -400,10 +409,13 @@ class Publisher:
             return None
         # kafka-python's own exit handler closes the producer; ours must run first (LIFO) so
         # that what is buffered at exit is flushed before that.
-        with self._lock:
-            if not self._closed:
-                atexit.unregister(self._close_at_exit)
-                atexit.register(self._close_at_exit)
+        try:
+            with self._lock:
+                if not self._closed:
+                    atexit.unregister(self._close_at_exit)
+                    atexit.register(self._close_at_exit)
+        except Exception as exc:
+            self._error("cannot register the exit handler: %s: %s", type(exc).__name__, exc)
         return producer
 
     def _reachable(self) -> bool:
@@ -446,14 +458,12 @@ class Publisher:
 
     def _send_failed(self, rest: list[tuple[int, bytes]], exc: Exception) -> None:
         """send() raised (no metadata in time, record too large, ...): requeue or drop."""
-        with self._lock:
-            for seq, _ in rest:
-                self._in_flight.pop(seq, None)
-            if getattr(exc, "retriable", False):
-                self._requeue(rest)
-            else:
+        with self._lock:  # (those no longer in flight were given up by close())
+            rest = [item for item in rest if self._in_flight.pop(item[0], None) is not None]
+            if rest and not getattr(exc, "retriable", False):
                 self._dropped += 1
-                self._requeue(rest[1:])
+                rest = rest[1:]
+            self._requeue(rest)
         self._error("sending failed: %s: %s", type(exc).__name__, exc)
 
     def _requeue(self, items: list[tuple[int, bytes]]) -> None:
@@ -462,6 +472,9 @@ class Publisher:
         The caller holds the lock. These are older than everything buffered, so when there
         is not room for all of them the oldest of them are the ones dropped.
         """
+        if self._final:
+            self._dropped += len(items)
+            return
         items = sorted(items)
         room = max(self.max_buffer - len(self._queue), 0)
         if len(items) > room:
@@ -486,19 +499,23 @@ class Publisher:
         self._error("an event was not delivered: %s: %s", type(exc).__name__, exc)
 
     def _shut(self, producer: Any) -> None:
-        """Close the producer within close()'s deadline; whatever is unsent is dropped."""
+        """Close the producer by close()'s deadline; whatever is unsent is dropped."""
         try:
             if producer is not None:
-                _close_producer(producer, self._deadline - time.monotonic())
+                _close_producer(producer, self._deadline, abandon=not self._drained())
         except Exception as exc:
             self._error("closing the Kafka producer failed: %s: %s", type(exc).__name__, exc)
         finally:
-            with self._lock:
-                self._final = True
-                self._dropped += len(self._queue) + len(self._failed) + len(self._in_flight)
-                self._queue.clear()
-                self._failed.clear()
-                self._in_flight.clear()
+            self._give_up()
+
+    def _give_up(self) -> None:
+        """Count every event not acknowledged yet as dropped; later outcomes are ignored."""
+        with self._lock:
+            self._final = True
+            self._dropped += len(self._queue) + len(self._failed) + len(self._in_flight)
+            self._queue.clear()
+            self._failed.clear()
+            self._in_flight.clear()
 
     # ------------------------------------------------------------------ reporting
 
@@ -523,22 +540,23 @@ class Publisher:
             pass  # logging must not break the caller either
 
 
-def _close_producer(producer: Any, timeout: float) -> None:
-    """Close a KafkaProducer within ``timeout`` seconds, abandoning what is unacknowledged.
+def _close_producer(producer: Any, deadline: float, *, abandon: bool) -> None:
+    """Close a KafkaProducer by ``deadline`` (monotonic); ``abandon`` what is unacknowledged.
 
     kafka-python 3.0's ``close(timeout)`` raises KafkaTimeoutError from its flush when
-    records are still pending and then leaves the producer open, its network thread running;
-    stopping the sender thread fails the pending records, after which close() completes.
+    records are still pending and then leaves the producer open, its network thread running.
+    Stopping the sender thread first fails the pending records, after which close() completes.
     """
-    try:
-        producer.close(timeout=max(timeout, 0.0))
-        return
-    except Exception:
-        pass
+    if not abandon:
+        try:
+            producer.close(timeout=max(deadline - time.monotonic(), 0.0))
+            return
+        except Exception:
+            pass
     sender = getattr(producer, "_sender", None)
     if sender is not None:
         sender.force_close()
-        sender.join(max(min(timeout, 1.0), 0.1))
+        sender.join(max(deadline - time.monotonic(), 0.05))
     producer.close(timeout=0)
 
 
