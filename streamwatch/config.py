@@ -50,12 +50,13 @@ class EntropySettings(_Section):
 class RewardSettings(_Section):
     warmup: int = Field(20, ge=3, description="steps before the reward checks judge")
     smoothing: float = Field(0.3, gt=0, le=1)
-    chaos_ratio: float = Field(3.0, gt=1, description="recent volatility / reference volatility")
-    chaos_window: int = Field(8, ge=3, description="steps in the recent-volatility median")
+    chaos_ratio: float = Field(3.0, gt=1, description="recent noise sd / the run's noise sd")
+    chaos_window: int = Field(12, ge=4, description="steps whose detrended noise is judged")
+    chaos_history: int = Field(50, ge=10, description="past noise figures in the reference")
     chaos_floor: float = Field(
-        0.03, ge=0, description="reference volatility floor, as a fraction of the reward's range"
+        0.01, ge=0, description="reference noise floor, as a fraction of the reward's range"
     )
-    chaos_persist: int = Field(4, ge=1, description="consecutive steps above the ratio")
+    chaos_persist: int = Field(3, ge=1, description="consecutive steps above the ratio")
     collapse_fraction: float = Field(
         0.3, gt=0, lt=1, description="drop from the peak, as a fraction of the peak's gain"
     )
@@ -85,10 +86,11 @@ class SpikeSettings(_Section):
 
 
 class HackingSettings(_Section):
-    min_evals: int = Field(4, ge=2, description="held-out evaluations before judging")
-    drop: float = Field(0.03, gt=0, description="held-out fall from its peak (absolute units)")
-    drop_noise: float = Field(3.0, gt=0, description="...and in eval-noise sds")
-    persist: int = Field(2, ge=1, description="consecutive evaluations below")
+    min_evals: int = Field(4, ge=3, description="held-out evaluations before judging")
+    reference: int = Field(20, ge=3, description="evaluations in the held-out reference")
+    slack: float = Field(1.0, ge=0, description="CUSUM allowance, eval-noise sds per evaluation")
+    threshold: float = Field(4.0, gt=0, description="CUSUM decision level, eval-noise sds")
+    drop: float = Field(0.02, gt=0, description="and a held-out fall of at least this (absolute)")
     train_tolerance: float = Field(0.02, ge=0, description="train may dip this much and count")
 
 

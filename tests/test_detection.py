@@ -28,28 +28,6 @@ MAX_MEDIAN_DELAY[Kind.REWARD_HACKING] = 3.0
 MAX_MEDIAN_DELAY[Kind.RUN_STALLED] = 15.0
 
 
-#: Requirements not met yet, as measured by benchmarks/detection.py. Strict: when a change
-#: meets one, its test passes unexpectedly and fails the suite until the entry is removed.
-_CHAOS_GAP = (
-    "not met yet: reward_chaos fires before the onset in 3/30 seeded runs (seeds 14, 16, 17: "
-    "healthy noise bursts of 3-4x the run's calm baseline), so 0.90 of runs are clean"
-)
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("delay", Kind.REWARD_HACKING): "not met yet: median delay 3.1 held-out evaluations",
-    ("healthy", ""): _CHAOS_GAP,
-    **{("clean", kind): _CHAOS_GAP for kind in KINDS},
-}
-
-
-def _params(criterion: str) -> list[object]:
-    out: list[object] = []
-    for kind in KINDS:
-        gap = KNOWN_GAPS.get((criterion, kind))
-        marks = [pytest.mark.xfail(reason=gap, strict=True)] if gap else []
-        out.append(pytest.param(kind, marks=marks, id=kind))
-    return out
-
-
 @cache
 def scored(kind: str) -> KindScore:
     return score_kind(kind, SEEDS, strength=STRENGTH)
@@ -69,7 +47,7 @@ def test_detected_in_every_run(kind: str) -> None:
     )
 
 
-@pytest.mark.parametrize("kind", _params("delay"))
+@pytest.mark.parametrize("kind", KINDS)
 def test_median_delay(kind: str) -> None:
     score = scored(kind)
     limit = MAX_MEDIAN_DELAY[kind]
@@ -79,7 +57,7 @@ def test_median_delay(kind: str) -> None:
     )
 
 
-@pytest.mark.parametrize("kind", _params("clean"))
+@pytest.mark.parametrize("kind", KINDS)
 def test_no_false_alarm_before_onset(kind: str) -> None:
     score = scored(kind)
     assert score.clean_fraction >= MIN_CLEAN_FRACTION, (
@@ -88,7 +66,6 @@ def test_no_false_alarm_before_onset(kind: str) -> None:
     )
 
 
-@pytest.mark.xfail(reason=KNOWN_GAPS[("healthy", "")], strict=True)
 def test_healthy_runs_raise_no_warning() -> None:
     score = scored_healthy()
     assert score.runs == len(SEEDS)

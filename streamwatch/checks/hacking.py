@@ -1,10 +1,15 @@
 """Reward hacking: train reward keeps rising while held-out reward falls.
 
-Held-out evaluations arrive every k steps. At each one the check compares the held-out
-value with its own peak so far, and the (smoothed) train reward now with the train reward
-at that peak. A drop larger than ``drop`` (absolute) and ``drop_noise`` eval-noise sds, while
-train reward has not fallen, for ``persist`` evaluations in a row, is the Gao et al. signature
-of over-optimisation. A train score far above held-out is normal and is not judged.
+Held-out evaluations arrive every k steps, each with noise of its own. The check keeps a
+reference level (the median of recent evaluations, frozen while evidence of a fall
+accumulates) and a one-sided CUSUM of the held-out shortfall below it, in eval-noise sds
+(the larger of two robust estimates: the spread of the reference evaluations, and of
+the eval-to-eval changes over as many evaluations):
+``S = max(0, S + (reference - heldout) / noise - slack)``. S above ``threshold``, a fall of
+at least ``drop`` and a train reward that has not fallen meanwhile is the Gao et al.
+signature of over-optimisation. A CUSUM weighs every evaluation since the fall began, so a
+steady decline is found in a few evaluations while a single bad one is not. A train score
+far above held-out is normal and is not judged.
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ from __future__ import annotations
 import math
 
 from streamwatch.config import HackingSettings
-from streamwatch.detectors import Ewma, Persistence, Window
+from streamwatch.detectors import Ewma, Window
 from streamwatch.incidents import Finding, Kind, Severity
+
+_MIN_NOISE = 1e-3
 
 
 class HackingCheck:
@@ -23,42 +30,46 @@ class HackingCheck:
         self.s = settings
         self._train = Ewma(0.3)
         self.evals = 0
-        self.peak = -math.inf
-        self.peak_step = -1
-        self.train_at_peak = math.nan
-        self._diffs = Window(10)
+        self._reference = Window(settings.reference)
+        self._steps = Window(settings.reference)  # eval-to-eval changes
         self._last = math.nan
-        self._down = Persistence(settings.persist)
-        self.metric = ""
+        self.train_at_reference = math.nan
+        self.reference_step = -1
+        self.cusum = 0.0
+        self.since = -1
 
     def train(self, x: float) -> None:
         self._train.update(x)
 
     def heldout(self, step: int, metric: str, y: float) -> list[Finding]:
-        self.metric = metric
         self.evals += 1
-        last = self._last
-        if math.isfinite(last):
-            self._diffs.update(y - last)
+        if math.isfinite(self._last):
+            self._steps.update(y - self._last)
         self._last = y
-        # the peak is of the two-evaluation mean: a single lucky evaluation is not a peak
-        level = (y + last) / 2 if math.isfinite(last) else y
         train_now = self._train.value
-        if self.evals < self.s.min_evals or math.isnan(train_now):
-            self._note_peak(step, level, train_now)
+        ready = self.evals >= self.s.min_evals and len(self._reference) >= 3
+        if not ready or math.isnan(train_now):
+            self._note_reference(step, y, train_now)
             return []
-        noise = self._diffs.robust_sd() / math.sqrt(2)
-        drop = self.peak - level
-        train_gain = train_now - self.train_at_peak
-        diverging = (
-            drop > self.s.drop
-            and drop > self.s.drop_noise * noise
-            and train_gain > -self.s.train_tolerance
-        )
-        self._note_peak(step, level, train_now)
-        if not self._down.update(diverging):
+        reference = self._reference.median()
+        # two robust estimates, each swinging ~2x by chance on 20 values: trust the larger
+        noise = max(self._reference.robust_sd(), self._steps.robust_sd() / math.sqrt(2), _MIN_NOISE)
+        if self.cusum == 0.0:
+            self.since = step
+        shortfall = reference - y
+        self.cusum = max(0.0, self.cusum + shortfall / noise - self.s.slack)
+        if self.cusum == 0.0:
+            self._note_reference(step, y, train_now)
             return []
-        severity = Severity.CRITICAL if drop > 3 * self.s.drop else Severity.WARNING
+        drop = shortfall
+        train_gain = train_now - self.train_at_reference
+        if (
+            self.cusum <= self.s.threshold
+            or drop < self.s.drop
+            or train_gain < -self.s.train_tolerance
+        ):
+            return []
+        severity = Severity.CRITICAL if drop > 3 * self.s.drop * 2 else Severity.WARNING
         return [
             Finding(
                 Kind.REWARD_HACKING,
@@ -66,22 +77,23 @@ class HackingCheck:
                 metric,
                 severity,
                 step,
-                f"train reward {train_gain:+.3g} since step {self.peak_step} while held-out "
-                f"{metric} fell {drop:.3g} from its peak {self.peak:.3g}",
+                f"train reward {train_gain:+.3g} since step {self.reference_step} while held-out "
+                f"{metric} fell {drop:.3g} below its level of {reference:.3g}",
                 {
                     "heldout": y,
-                    "heldout_peak": self.peak,
-                    "heldout_peak_step": self.peak_step,
+                    "heldout_reference": reference,
                     "heldout_drop": drop,
                     "eval_noise_sd": noise,
+                    "cusum_sds": self.cusum,
                     "train_reward": train_now,
-                    "train_reward_at_peak": self.train_at_peak,
-                    "evaluations_below": self._down.streak,
+                    "train_reward_at_reference": self.train_at_reference,
                 },
-                onset_step=self.peak_step,
+                onset_step=self.since,
             )
         ]
 
-    def _note_peak(self, step: int, y: float, train_now: float) -> None:
-        if y > self.peak:
-            self.peak, self.peak_step, self.train_at_peak = y, step, train_now
+    def _note_reference(self, step: int, y: float, train_now: float) -> None:
+        """No evidence of a fall: this evaluation is part of the held-out's normal level."""
+        self._reference.update(y)
+        self.reference_step = step
+        self.train_at_reference = train_now

@@ -1,10 +1,13 @@
 """Reward chaos (volatility jumps) and reward collapse (a sustained drop).
 
-Chaos: the second difference ``x[t] - 2 x[t-1] + x[t-2]`` is the curve's noise with any
-local linear trend removed (a rising reward is not a noisy one). Its recent median against a
-slowly adapting reference (it follows calm quickly, rising noise slowly, and freezes above
-``chaos_ratio``) is the volatility ratio; above ``chaos_ratio`` for ``chaos_persist`` steps
-is chaos. (ADWIN on the raw |difference| finds the same change, ~60 steps late.)
+Chaos: the noise of the curve over the last ``chaos_window`` steps is the sd of its residuals
+around a straight line fitted to those steps (a rising reward is not a noisy one). Each
+step's figure joins, ``chaos_window`` steps later and only if it did not look chaotic, the
+run's reference: the median of the last ``chaos_history`` such figures. Recent noise above
+``chaos_ratio`` times the reference for ``chaos_persist`` steps is chaos. Estimators built
+on step-to-step differences (|x[t] - x[t-1]|, second differences) swing 3x on healthy
+curves by chance, with the sample autocorrelation of a short window; ADWIN on the raw
+|difference| finds the change, but ~60 steps late.
 
 Collapse: the smoothed reward falls well below its peak, by a fraction of what the run had
 gained and by many noise sds, for several steps in a row.
@@ -13,14 +16,30 @@ gained and by many noise sds, for several steps in a row.
 from __future__ import annotations
 
 import math
-from statistics import median
+from collections import deque
 
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window
 from streamwatch.incidents import Finding, Kind, Severity
 
 _TINY = 1e-12
-_REF_ALPHA = 0.05
+_MIN_REFERENCE = 10
+
+
+def detrended_sd(values: deque[float]) -> float:
+    """Sd of the residuals around the least-squares line through ``values`` (equally spaced).
+
+    >>> round(detrended_sd(deque([1.0, 2.0, 3.0, 4.0])), 12)
+    0.0
+    """
+    n = len(values)
+    mid = (n - 1) / 2
+    mean = sum(values) / n
+    sxx = n * (n * n - 1) / 12
+    slope = sum((i - mid) * (v - mean) for i, v in enumerate(values)) / sxx
+    residuals = [v - mean - slope * (i - mid) for i, v in enumerate(values)]
+    sse = sum(r * r for r in residuals)  # r * r overflows to inf where r ** 2 would raise
+    return math.sqrt(sse / (n - 2))
 
 
 class RewardCheck:
@@ -33,12 +52,11 @@ class RewardCheck:
         self.n = 0
         self.low = math.inf
         self.high = -math.inf
-        self._prev = math.nan
-        self._prev2 = math.nan
         self._smooth = Ewma(settings.smoothing)
-        self._errors = Window(settings.chaos_window)
-        self._warm_errors: list[float] = []
-        self.vol_ref = math.nan
+        self._recent: deque[float] = deque(maxlen=settings.chaos_window)
+        self._waiting: deque[tuple[float, bool]] = deque()
+        self._reference = Window(settings.chaos_history)
+        self.noise = math.nan
         self.start = math.nan
         self.peak = -math.inf
         self.peak_step = -1
@@ -50,40 +68,43 @@ class RewardCheck:
         smooth = self._smooth.update(x)
         self.low = min(self.low, smooth)
         self.high = max(self.high, smooth)
-        p1, p2 = self._prev, self._prev2
-        self._prev2, self._prev = p1, x
-        if self.n <= 2:
+        self._recent.append(x)
+        if self.n < self.s.warmup:
             return []
-        error = abs(x - 2.0 * p1 + p2)
-        self._errors.update(error)
-        if self.n <= self.s.warmup:
-            self._warm_errors.append(error)
-            if self.n == self.s.warmup:
-                self.vol_ref = max(median(self._warm_errors), _TINY)
-                self.start = smooth
-            return []
+        if self.n == self.s.warmup:
+            self.start = smooth
         found = []
-        chaos = self._judge_chaos(step, x)
-        if chaos is not None:
-            found.append(chaos)
+        if len(self._recent) == self._recent.maxlen:
+            chaos = self._judge_chaos(step, x)
+            if chaos is not None:
+                found.append(chaos)
         if smooth > self.peak:
             self.peak, self.peak_step = smooth, step
-        collapse = self._judge_collapse(step, x, smooth)
-        if collapse is not None:
-            found.append(collapse)
+        if not math.isnan(self.noise):
+            collapse = self._judge_collapse(step, x, smooth)
+            if collapse is not None:
+                found.append(collapse)
         return found
 
     def _judge_chaos(self, step: int, x: float) -> Finding | None:
-        recent = self._errors.median()
-        # a curve that moved over a range of 0.7 is not chaotic at noise of 0.01, however calm
-        # it was before: judge against a floor that is a small fraction of that range
-        floor = self.s.chaos_floor * (self.high - self.low)
-        r = recent / max(self.vol_ref, floor)
-        alarmed = self._chaos.update(r > self.s.chaos_ratio)
-        if r < self.s.chaos_ratio:  # follow calm quickly, a rising noise slowly
-            alpha = _REF_ALPHA if r < 1.5 else _REF_ALPHA / 5
-            self.vol_ref += alpha * (max(recent, _TINY) - self.vol_ref)
-        if not alarmed:
+        recent = detrended_sd(self._recent)
+        if len(self._reference) >= _MIN_REFERENCE:
+            self.noise = max(self._reference.median(), _TINY)
+        alarm = False
+        r = math.nan
+        floor = math.nan
+        if not math.isnan(self.noise):
+            # a curve that moved over a range of 0.7 is not chaotic at noise of 0.01, however
+            # calm it was before: judge against a floor that is a small fraction of that range
+            floor = max(self.noise, self.s.chaos_floor * (self.high - self.low))
+            r = recent / floor
+            alarm = r > self.s.chaos_ratio
+        self._waiting.append((recent, alarm))
+        if len(self._waiting) > self.s.chaos_window:  # no overlap with the recent window
+            figure, was_alarm = self._waiting.popleft()
+            if not was_alarm:
+                self._reference.update(figure)
+        if not self._chaos.update(alarm):
             return None
         severity = Severity.CRITICAL if r > 2 * self.s.chaos_ratio else Severity.WARNING
         return Finding(
@@ -92,13 +113,13 @@ class RewardCheck:
             self.metric,
             severity,
             step,
-            f"reward curve turned noisy: {self.metric} step-to-step volatility is {r:.1f}x "
-            "the run's own baseline",
+            f"reward curve turned noisy: {self.metric} noise over the last "
+            f"{self.s.chaos_window} steps is {r:.1f}x the run's own",
             {
                 "value": x,
-                "recent_volatility": recent,
-                "baseline_volatility": max(self.vol_ref, floor),
-                "volatility_ratio": r,
+                "recent_noise_sd": recent,
+                "reference_noise_sd": floor,
+                "noise_ratio": r,
                 "window": self.s.chaos_window,
             },
             onset_step=step - self._chaos.streak - self.s.chaos_window // 2,
@@ -107,7 +128,7 @@ class RewardCheck:
     def _judge_collapse(self, step: int, x: float, smooth: float) -> Finding | None:
         drop = self.peak - smooth
         gain = max(self.peak - self.start, 0.0)
-        noise = 1.25 * self.vol_ref / math.sqrt(6.0)  # sd of the noise behind |2nd diff|
+        noise = self.noise
         frac = drop / gain if gain > _TINY else math.inf
         down = drop > self.s.collapse_fraction * gain and drop > self.s.collapse_noise * noise
         if not self._collapse.update(down):
