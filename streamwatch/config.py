@@ -91,7 +91,9 @@ class HackingSettings(_Section):
     slack: float = Field(1.0, ge=0, description="CUSUM allowance, eval-noise sds per evaluation")
     threshold: float = Field(4.0, gt=0, description="CUSUM decision level, eval-noise sds")
     drop: float = Field(0.02, gt=0, description="and a held-out fall of at least this (absolute)")
-    train_tolerance: float = Field(0.02, ge=0, description="train may dip this much and count")
+    train_rise: float = Field(
+        0.0, ge=-1, le=1, description="train reward gain since the reference, at least"
+    )
 
 
 class DriftSettings(_Section):

@@ -3,10 +3,10 @@
 Held-out evaluations arrive every k steps, each with noise of its own. The check keeps a
 reference level (the median of recent evaluations, frozen while evidence of a fall
 accumulates) and a one-sided CUSUM of the held-out shortfall below it, in eval-noise sds
-(the larger of two robust estimates: the spread of the reference evaluations, and of
-the eval-to-eval changes over as many evaluations):
+(from the second differences of recent evaluations, which a rising curve does not
+inflate):
 ``S = max(0, S + (reference - heldout) / noise - slack)``. S above ``threshold``, a fall of
-at least ``drop`` and a train reward that has not fallen meanwhile is the Gao et al.
+at least ``drop`` and a train reward that rose meanwhile (by ``train_rise``) is the Gao et al.
 signature of over-optimisation. A CUSUM weighs every evaluation since the fall began, so a
 steady decline is found in a few evaluations while a single bad one is not. A train score
 far above held-out is normal and is not judged.
@@ -31,8 +31,9 @@ class HackingCheck:
         self._train = Ewma(0.3)
         self.evals = 0
         self._reference = Window(settings.reference)
-        self._steps = Window(settings.reference)  # eval-to-eval changes
+        self._bends = Window(settings.reference)  # second differences of evaluations
         self._last = math.nan
+        self._last2 = math.nan
         self.train_at_reference = math.nan
         self.reference_step = -1
         self.cusum = 0.0
@@ -43,9 +44,9 @@ class HackingCheck:
 
     def heldout(self, step: int, metric: str, y: float) -> list[Finding]:
         self.evals += 1
-        if math.isfinite(self._last):
-            self._steps.update(y - self._last)
-        self._last = y
+        if math.isfinite(self._last2):
+            self._bends.update(y - 2.0 * self._last + self._last2)
+        self._last2, self._last = self._last, y
         train_now = self._train.value
         ready = self.evals >= self.s.min_evals and len(self._reference) >= 3
         if not ready or math.isnan(train_now):
@@ -53,7 +54,7 @@ class HackingCheck:
             return []
         reference = self._reference.median()
         # two robust estimates, each swinging ~2x by chance on 20 values: trust the larger
-        noise = max(self._reference.robust_sd(), self._steps.robust_sd() / math.sqrt(2), _MIN_NOISE)
+        noise = _noise(self._bends, self._reference)
         if self.cusum == 0.0:
             self.since = step
         shortfall = reference - y
@@ -63,11 +64,7 @@ class HackingCheck:
             return []
         drop = shortfall
         train_gain = train_now - self.train_at_reference
-        if (
-            self.cusum <= self.s.threshold
-            or drop < self.s.drop
-            or train_gain < -self.s.train_tolerance
-        ):
+        if self.cusum <= self.s.threshold or drop < self.s.drop or train_gain < self.s.train_rise:
             return []
         severity = Severity.CRITICAL if drop > 3 * self.s.drop * 2 else Severity.WARNING
         return [
@@ -97,3 +94,11 @@ class HackingCheck:
         self._reference.update(y)
         self.reference_step = step
         self.train_at_reference = train_now
+
+
+def _noise(bends: Window, reference: Window) -> float:
+    """Eval noise from second differences (sd of noise x sqrt(6) for independent
+    evaluations): blind to the learning curve's trend, which inflates a plain spread."""
+    if len(bends) >= 3:
+        return max(bends.robust_sd() / math.sqrt(6.0), _MIN_NOISE)
+    return max(reference.robust_sd(), _MIN_NOISE)
