@@ -68,15 +68,23 @@ class Monitor:
         if loss is not None and metrics.get(loss) == 0.0:
             run.loss_zero_step = step  # with a non-finite grad norm: the skipped-step signature
         series = run.series
-        value = run.value
+        book = run.book
         nonfinite = 0
         for name, x in metrics.items():
             s = series.get(name)
             if s is None:
                 s = run.new_series(name, self.indicators.resolve(name))
+            if src == s.solo and step > s.pending_step and x - x == 0.0:
+                # the hot path: one source, a finite value of a new step
+                s.last_step[src] = step
+                s.pending_step = step
+                if book.open:
+                    run.finite(s, step)
+                run.judge(s, step, x)
+                continue
             if x - x != 0.0:  # nan or inf
                 nonfinite += 1
-            value(s, src, step, x, origin)
+            run.value(s, src, step, x, origin)
         stats = self.stats
         stats.events += 1
         stats.values += len(metrics)

@@ -144,15 +144,11 @@ class RunState:
         return series
 
     def value(self, s: Series, src: str, step: int, x: float, origin: str) -> None:
-        """One value of one source. The hot path: keep it lean."""
-        if src == s.solo and step > s.pending_step and x - x == 0.0:
-            # the common case: a series with one source, a finite value of a new step
-            s.last_step[src] = step
-            s.pending_step = step
-            if self.book.open:
-                self._healthy(Kind.NONFINITE_METRIC, s.name, step)
-            self.judge(s, step, x)
-            return
+        """One value of one source: repeats, gathering across sources, non-finite values.
+
+        The Monitor handles the common case itself (one source, a finite value of a new
+        step: ``Series.solo``) and calls :meth:`judge` directly.
+        """
         s.solo = None
         seen = s.last_step
         last = seen.get(src, -1)
@@ -174,7 +170,7 @@ class RunState:
         s.pending_n += 1
         if x - x == 0.0:  # finite (inf - inf and nan - nan are nan)
             if self.book.open:
-                self._healthy(Kind.NONFINITE_METRIC, s.name, step)
+                self.finite(s, step)
             if s.closed:
                 return  # one source more than last step: counted for the next, not judged
             s.pending_sum += x
@@ -187,6 +183,11 @@ class RunState:
             self.close(s)
             if s.pending_n == 1 and s.expected == 1 and not s.per_source:
                 s.solo = src  # one source, one value a step: the next values take the fast path
+
+    def finite(self, s: Series, step: int) -> None:
+        """A finite value: an open non-finite incident on this series is a step nearer to
+        resolving."""
+        self._healthy(Kind.NONFINITE_METRIC, s.name, step)
 
     def _set_aside_repeat(self, s: Series, src: str, step: int, last: int, origin: str) -> None:
         why = "repeats step" if step == last else f"goes back from step {last} to"
