@@ -10,6 +10,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from streamwatch import __version__
+from streamwatch.alerting.cli import (
+    add_alert_args,
+    add_silence_commands,
+    add_test_route_command,
+    build_dispatcher,
+    run_silence_command,
+    run_test_route,
+)
+from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.config import Config, ConfigError, load_config
 from streamwatch.incidents import KINDS, Severity, Status
 from streamwatch.replay import format_summary, progress_stream, replay_files
@@ -47,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         "--format", choices=["streamwatch", "verl", "hf", "wandb"], help="skip detection"
     )
     r.add_argument("--quiet", action="store_true", help="no live incident lines, summary only")
+    add_alert_args(r)
 
     d = sub.add_parser("demo", help="a simulated multi-node cluster with failures, no Kafka")
     d.add_argument("--steps", type=int, default=400)
@@ -54,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--pace", type=float, default=0.0, metavar="SECONDS", help="wall time per step")
     d.add_argument("--incidents-out", metavar="FILE")
     d.add_argument("--config", metavar="FILE", default=_env("CONFIG"))
+    add_alert_args(d)
 
     s = sub.add_parser("simulate", help="write simulated runs to a JSONL file")
     s.add_argument("-o", "--output", required=True, metavar="FILE")
@@ -74,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check-config", help="validate a config file offline")
     c.add_argument("path", metavar="FILE")
+    add_silence_commands(sub)
+    add_test_route_command(sub)
     return p
 
 
@@ -88,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _simulate(args)
         if args.command == "check-config":
             return _check_config(args)
+        if args.command == "silence":
+            return run_silence_command(args)
+        if args.command == "test-route":
+            return run_test_route(args)
     except ConfigError as exc:
         print(f"streamwatch: config error:\n{exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -101,12 +118,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    sinks: list[ConsoleSink | JsonlSink] = []
+    sinks: list[ConsoleSink | JsonlSink | Dispatcher] = []
     if not args.quiet:
         sinks.append(ConsoleSink(sys.stdout, min_severity=Severity.WARNING))
     jsonl = JsonlSink(args.incidents_out) if args.incidents_out else None
     if jsonl is not None:
         sinks.append(jsonl)
+    alerts = build_dispatcher(args, config.alerting)
+    if alerts is not None:
+        sinks.append(alerts)
     try:
         result = replay_files(
             args.paths, config, sinks=sinks, format=args.format, progress=progress_stream()
@@ -114,6 +134,8 @@ def _replay(args: argparse.Namespace) -> int:
     finally:
         if jsonl is not None:
             jsonl.close()
+        if alerts is not None:  # returns once every alert is delivered or spooled
+            print(alerts.close(timeout=30), file=sys.stderr)
     print(format_summary(result))
     if args.fail_on:
         limit = Severity(args.fail_on)
@@ -139,9 +161,9 @@ def _demo(args: argparse.Namespace) -> int:
     monitor = Monitor(config)
     console = ConsoleSink(sys.stdout)
     jsonl = JsonlSink(args.incidents_out) if args.incidents_out else None
+    alerts = build_dispatcher(args, config.alerting)
     last_step = -1
     fired = 0
-    final_step = {spec.run_id: spec.steps - 1 for spec in specs}
     for event in simulate(specs):
         if args.pace and event.step > last_step:
             time.sleep(args.pace)
@@ -151,12 +173,14 @@ def _demo(args: argparse.Namespace) -> int:
             console.send(inc)
             if jsonl is not None:
                 jsonl.send(inc)
-        if event.step == final_step[event.run_id]:
-            monitor.end_run(event.run_id)  # a finished run is not a stalled one
+            if alerts is not None:
+                alerts.send(inc)
     for inc in monitor.flush():
         console.send(inc)
     if jsonl is not None:
         jsonl.close()
+    if alerts is not None:
+        print(alerts.close(timeout=30), file=sys.stderr)
     s = monitor.stats
     print(f"\n{s.events:,} events, {s.values:,} values, {fired} incidents fired")
     return EXIT_OK
@@ -179,6 +203,7 @@ def _simulate(args: argparse.Namespace) -> int:
             seed=args.seed * 1000 + i,
             faults=tuple(faults.get(i, ())),
             framework=args.framework,
+            finished_marker=True,
         )
         for i in range(args.runs)
     ]

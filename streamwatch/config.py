@@ -22,13 +22,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from streamwatch.alerting.config import AlertingConfig
 from streamwatch.incidents import KINDS, Severity
 
 __all__ = ["Config", "ConfigError", "EngineConfig", "load_config"]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
 class EntropySettings(_Section):
@@ -147,6 +148,7 @@ class IndicatorSettings(_Section):
 class Config(_Section):
     engine: EngineConfig = EngineConfig()
     indicators: IndicatorSettings = IndicatorSettings()
+    alerting: AlertingConfig = AlertingConfig()
 
 
 class ConfigError(ValueError):

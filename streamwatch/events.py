@@ -29,11 +29,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = [
+    "FINISHED_METRIC",
+    "FINISHED_TAG",
+    "FINISHED_VALUE",
     "MAX_STEP",
     "Event",
     "Problem",
     "Source",
     "decode_event",
+    "finished_event",
+    "is_finished",
     "source_key",
 ]
 
@@ -85,6 +90,29 @@ class Event(BaseModel):
         if self.tags:
             out["tags"] = dict(self.tags)
         return out
+
+
+#: The end-of-run marker a Publisher sends on close: this tag, with this one metric.
+FINISHED_TAG = "streamwatch.state"
+FINISHED_VALUE = "finished"
+FINISHED_METRIC = "streamwatch/finished"
+
+
+def finished_event(run_id: str, step: int, ts: float | None, source: Source | None) -> Event:
+    """The marker a process sends when its run completes (not a metric: the engine stops
+    expecting events from the run instead of reporting it stalled)."""
+    return Event(
+        run_id=run_id,
+        step=step,
+        ts=ts,
+        metrics={FINISHED_METRIC: 1.0},
+        source=source,
+        tags={FINISHED_TAG: FINISHED_VALUE},
+    )
+
+
+def is_finished(event: Event) -> bool:
+    return event.tags.get(FINISHED_TAG) == FINISHED_VALUE
 
 
 def source_key(source: Source | None) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from streamwatch.config import Config, EngineConfig
-from streamwatch.events import Event, Problem, source_key
+from streamwatch.events import Event, Problem, is_finished, source_key
 from streamwatch.incidents import Incident
 from streamwatch.indicators import Indicator, IndicatorMap
 from streamwatch.run import RunState
@@ -62,6 +62,11 @@ class Monitor:
             run = self._new_run(event.run_id)
         step = event.step
         run.observe(step, event.ts)
+        if event.tags and is_finished(event):
+            # a process says the run completed; a later event from another rank reopens it
+            run.stall.ended = True
+            self.stats.events += 1
+            return self._drain((run,))
         src = source_key(event.source)
         metrics = event.metrics
         loss = run.bound.get(Indicator.LOSS)

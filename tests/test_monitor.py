@@ -443,3 +443,30 @@ def test_zero_loss_with_nonfinite_grad_norm_is_named_in_the_evidence() -> None:
         bad = {"actor/grad_norm": nan, "actor/pg_loss": loss}
         updates = monitor.process(Event(run_id=run_id, step=2, metrics=bad))
         assert [u.evidence.get("loss_is_zero") for u in updates] == expected
+
+
+def test_a_finished_run_is_not_reported_stalled() -> None:
+    from streamwatch.events import finished_event
+
+    def events(run_id: str, steps: int) -> list[Event]:
+        return [
+            Event(run_id=run_id, step=s, ts=1000.0 + 30.0 * s, metrics={"loss": 1.0})
+            for s in range(1, steps)
+        ]
+
+    for finished in (True, False):
+        monitor = Monitor()
+        short = events("short", 20)
+        if finished:
+            short.append(finished_event("short", 19, 1000.0 + 30.0 * 19, None))
+        stream = sorted(short + events("long", 60), key=lambda e: e.ts or 0.0)
+        kinds = [u.kind for e in stream for u in monitor.process(e) if u.run_id == "short"]
+        assert ("run_stalled" in kinds) is not finished
+
+
+def test_the_publisher_sends_the_marker_the_engine_reads() -> None:
+    from streamwatch import events, publish
+
+    assert publish.FINISHED_TAG == events.FINISHED_TAG
+    assert publish.FINISHED_VALUE == events.FINISHED_VALUE
+    assert publish.FINISHED_METRIC == events.FINISHED_METRIC

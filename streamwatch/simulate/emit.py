@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 
-from streamwatch.events import Event, Source
+from streamwatch.events import Event, Source, finished_event
 from streamwatch.simulate.curves import Observed, draw_noise, draw_params, healthy, observe
 from streamwatch.simulate.faults import apply_faults
 from streamwatch.simulate.spec import RunSpec
@@ -124,6 +124,11 @@ def simulate_run(spec: RunSpec) -> Iterator[Event]:
                 metrics=metrics,
                 source=sources[rank],
             )
+    if spec.finished_marker and obs.stop_at >= spec.steps:
+        # the run completed: every rank says so, as a Publisher does on close
+        last = spec.steps - 1
+        for rank in sorted(ranks, key=lambda r: ts[r][last]):
+            yield finished_event(spec.run_id, last, ts[rank][last], sources[rank])
 
 
 def _ts(event: Event) -> float:

@@ -79,6 +79,7 @@ class RunSpec:
     seed: int = 0
     faults: tuple[Fault, ...] = ()
     framework: str = "verl"
+    finished_marker: bool = False  # end with each rank's end-of-run marker (events.FINISHED_TAG)
 
     def __post_init__(self) -> None:
         if not self.run_id:

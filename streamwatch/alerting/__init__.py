@@ -1,0 +1,20 @@
+"""Alerting: incident updates -> routes -> groups -> notifications -> receivers.
+
+One concept a module, imported directly (this package imports nothing, so that
+:mod:`streamwatch.alerting.config` can be used by the top-level config without pulling in
+threads and HTTP):
+
+- :mod:`~streamwatch.alerting.config`: ``AlertingConfig`` (receivers, routes, grouping...)
+- :mod:`~streamwatch.alerting.route`, :mod:`~streamwatch.alerting.silence`,
+  :mod:`~streamwatch.alerting.inhibit`, :mod:`~streamwatch.alerting.decide`: pure decisions,
+  each returning a named reason, with ``now`` passed in
+- :mod:`~streamwatch.alerting.group`: grouping, ``group_max`` splits, repeat notices
+- :mod:`~streamwatch.alerting.notify`: payloads (Slack Block Kit, JSON webhook, Alertmanager v4)
+  and the HTTP poster that classifies failures as retryable or final
+- :mod:`~streamwatch.alerting.retry`, :mod:`~streamwatch.alerting.spool`,
+  :mod:`~streamwatch.alerting.delivery`: retries with backoff, the durable spool, the sent-log
+- :mod:`~streamwatch.alerting.dispatcher`: ``Dispatcher``, the ``send(inc)``/``close()`` sink
+- :mod:`~streamwatch.alerting.clock`: the only wall-clock reader; ``ManualClock`` for tests
+- :mod:`~streamwatch.alerting.testing`: a scriptable HTTP receiver for tests
+- :mod:`~streamwatch.alerting.cli`: argparse helpers for the ``streamwatch`` command
+"""

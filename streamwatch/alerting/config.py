@@ -1,0 +1,258 @@
+"""Alerting configuration: receivers, routes, grouping, silences, delivery, templates.
+
+The ``[alerting]`` table of a streamwatch config file (TOML or JSON). Secrets (webhook URLs,
+signing secrets) are :class:`~pydantic.SecretStr`: they print as ``**********`` and validation
+errors never echo them. This module imports nothing from streamwatch but the incident model.
+
+>>> cfg = AlertingConfig.model_validate({
+...     "receivers": [{"name": "ops", "type": "webhook", "url": "https://example.com/hook"}],
+...     "routes": [{"receivers": ["ops"], "run_id": "grpo-*", "min_severity": "critical"}],
+... })
+>>> cfg.receivers[0].url
+SecretStr('**********')
+>>> [r.receivers for r in cfg.effective_routes()]
+[('ops',)]
+
+An example::
+
+    [alerting]
+    group_wait = 10            # seconds: updates of one run within this go out as one message
+    group_max = 20             # incidents per message; a bigger group is split
+    repeat_interval = 14400    # re-notify still-firing incidents (0: never)
+
+    [alerting.templates]
+    link = "https://wandb.ai/team/proj/runs/{run_id}"
+
+    [[alerting.receivers]]
+    name = "slack"
+    type = "slack"
+    url = "https://hooks.slack.com/services/..."
+
+    [[alerting.routes]]
+    receivers = ["slack"]
+    run_id = "grpo-*"
+    min_severity = "warning"
+"""
+
+from __future__ import annotations
+
+import json
+import string
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from streamwatch.incidents import KINDS, Severity
+
+__all__ = [
+    "LINK_FIELDS",
+    "AlertingConfig",
+    "AlertingConfigError",
+    "DeliveryConfig",
+    "InhibitConfig",
+    "Receiver",
+    "Route",
+    "Templates",
+    "check_url",
+    "load_alerting_config",
+]
+
+#: Fields a link template may use, e.g. ``https://wandb.ai/team/proj/runs/{run_id}``.
+LINK_FIELDS = frozenset({"run_id", "kind", "indicator", "metric", "severity", "step", "id"})
+GroupLabel = Literal["run_id", "kind", "indicator", "severity"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+
+def check_url(url: str) -> None:
+    """Raise ValueError (without the URL in the text) unless it is an http(s) URL with a host."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port
+    except ValueError:
+        raise ValueError("not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+
+
+def _check_template(template: str | None, what: str) -> None:
+    if template is None:
+        return
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    unknown = sorted(n for n in names if n not in LINK_FIELDS)
+    if unknown:
+        raise ValueError(f"{what}: unknown field(s) {unknown}; known: {sorted(LINK_FIELDS)}")
+    try:  # fields are filled in as (URL-quoted) text: a numeric format spec cannot work
+        template.format(**{name: "x" for name in LINK_FIELDS})
+    except (ValueError, IndexError, KeyError) as exc:
+        raise ValueError(f"{what}: {exc}") from None
+
+
+class Receiver(_Section):
+    """Where notifications go: a Slack incoming webhook or a generic JSON webhook."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="also the spool's file name")
+    type: Literal["slack", "webhook"]
+    url: SecretStr = Field(description="a secret: Slack's URL is its own credential")
+    secret: SecretStr | None = Field(None, description="webhook: HMAC-SHA256 signing key")
+    format: Literal["streamwatch", "alertmanager"] = Field(
+        "streamwatch", description="webhook payload: streamwatch v1 or Alertmanager v4"
+    )
+    send_resolved: bool = True
+    timeout: float | None = Field(None, gt=0, description="seconds; default delivery.timeout")
+    link: str | None = Field(None, description="run link template; default templates.link")
+
+    @model_validator(mode="after")
+    def _valid(self) -> Receiver:
+        try:
+            check_url(self.url.get_secret_value())
+        except ValueError as exc:
+            raise ValueError(f"receiver {self.name!r}: url {exc}") from None
+        if self.type == "slack" and (self.secret is not None or self.format != "streamwatch"):
+            raise ValueError(f"receiver {self.name!r}: secret and format are for webhooks")
+        _check_template(self.link, f"receiver {self.name!r}: link")
+        return self
+
+
+class Route(_Section):
+    """Which receivers get an incident. Every given matcher must match; first route wins
+    unless ``continue`` is true."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    receivers: tuple[str, ...] = Field(min_length=1)
+    run_id: str = Field("*", description="glob on the run id")
+    kinds: tuple[str, ...] = Field((), description="incident kinds; empty: any")
+    indicator: str = Field("*", description="glob on the indicator")
+    min_severity: Severity = Severity.INFO
+    continue_: bool = Field(False, alias="continue", description="also try the next routes")
+
+    @model_validator(mode="after")
+    def _valid(self) -> Route:
+        unknown = [k for k in self.kinds if k not in KINDS]
+        if unknown:
+            raise ValueError(f"route kinds: unknown kind(s) {unknown}; known: {list(KINDS)}")
+        return self
+
+
+class InhibitConfig(_Section):
+    stalled_mutes_run: bool = Field(True, description="a firing run_stalled mutes its run")
+    critical_mutes_warning: bool = Field(
+        True, description="a critical incident mutes warnings of its run and indicator"
+    )
+
+
+class DeliveryConfig(_Section):
+    timeout: float = Field(10.0, gt=0, description="seconds per HTTP request")
+    max_attempts: int = Field(8, ge=1, description="tries per message before it is spooled")
+    max_retry_seconds: float = Field(120.0, ge=0, description="time per message before spooling")
+    backoff_initial: float = Field(1.0, ge=0, description="first retry delay, seconds")
+    backoff_max: float = Field(60.0, ge=0)
+    backoff_multiplier: float = Field(2.0, ge=1)
+    jitter: float = Field(0.2, ge=0, le=1, description="fraction of a delay drawn at random")
+    max_retry_after: float = Field(600.0, ge=0, description="cap on a receiver's Retry-After")
+    retry_spooled_after: float = Field(
+        60.0, gt=0, description="a receiver that exhausted the retries rests this long"
+    )
+    queue_size: int = Field(1000, ge=1, description="messages in memory per receiver")
+    intake_size: int = Field(10_000, ge=1, description="incident updates waiting to be routed")
+    sent_log_keep: int = Field(100_000, ge=100, description="delivered message ids remembered")
+
+
+class Templates(_Section):
+    link: str | None = Field(None, description="e.g. https://wandb.ai/team/proj/runs/{run_id}")
+    link_text: str = "Open run {run_id}"
+
+    @model_validator(mode="after")
+    def _valid(self) -> Templates:
+        _check_template(self.link, "templates.link")
+        _check_template(self.link_text, "templates.link_text")
+        return self
+
+
+class AlertingConfig(_Section):
+    receivers: tuple[Receiver, ...] = ()
+    routes: tuple[Route, ...] = Field((), description="empty: every receiver, default severity")
+    default_min_severity: Severity = Field(
+        Severity.WARNING, description="the implicit route's minimum when routes is empty"
+    )
+    group_by: tuple[GroupLabel, ...] = Field(("run_id",), description="always includes run_id")
+    group_wait: float = Field(10.0, ge=0, description="seconds a new group waits for company")
+    group_max: int = Field(20, ge=1, description="incident updates per message; split beyond")
+    repeat_interval: float = Field(
+        4 * 3600.0, ge=0, description="re-notify still-firing incidents; 0: never"
+    )
+    inhibit: InhibitConfig = InhibitConfig()
+    delivery: DeliveryConfig = DeliveryConfig()
+    templates: Templates = Templates()
+    external_url: str | None = Field(None, description="Alertmanager payloads' externalURL")
+    state_dir: str = Field(".streamwatch/alerts", description="spool, sent-log, failed.jsonl")
+    silences_file: str | None = Field(None, description="default: <state_dir>/silences.json")
+
+    @model_validator(mode="after")
+    def _valid(self) -> AlertingConfig:
+        names = [r.name for r in self.receivers]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"receivers: duplicate name(s) {dupes}")
+        for i, route in enumerate(self.routes, 1):
+            missing = [n for n in route.receivers if n not in names]
+            if missing:
+                raise ValueError(f"routes[{i}]: unknown receiver(s) {missing}; known: {names}")
+        if "run_id" not in self.group_by:
+            raise ValueError("group_by must include run_id (one run per message)")
+        return self
+
+    def effective_routes(self) -> tuple[Route, ...]:
+        """The configured routes, or one route to every receiver at the default severity."""
+        if self.routes or not self.receivers:
+            return self.routes
+        every = tuple(r.name for r in self.receivers)
+        return (Route(receivers=every, min_severity=self.default_min_severity),)
+
+    def receiver(self, name: str) -> Receiver:
+        for r in self.receivers:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def silences_path(self) -> Path:
+        if self.silences_file is not None:
+            return Path(self.silences_file)
+        return Path(self.state_dir) / "silences.json"
+
+
+class AlertingConfigError(ValueError):
+    """A config file whose alerting section cannot be used; says which file and key."""
+
+
+def load_alerting_config(path: str | Path | None) -> AlertingConfig:
+    """The ``alerting`` table of a config file (.toml or .json); None gives the defaults."""
+    if path is None:
+        return AlertingConfig()
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AlertingConfigError(f"{p}: cannot read config: {exc.strerror}") from exc
+    try:
+        data: Any = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise AlertingConfigError(f"{p}: not valid {p.suffix.lstrip('.') or 'JSON'}") from exc
+    section = data.get("alerting", {}) if isinstance(data, dict) else None
+    try:
+        return AlertingConfig.model_validate(section)
+    except ValidationError as exc:
+        lines = [
+            f"{p}: alerting.{'.'.join(str(x) for x in e['loc'])}: {e['msg']}".replace(".:", ":")
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+        raise AlertingConfigError("\n".join(lines)) from None

@@ -1,0 +1,88 @@
+"""Routing: which receivers get an incident. Pure; every answer says why.
+
+Routes are tried in order; the first one that matches wins, unless it says ``continue``, in
+which case the next ones are tried too. A receiver named by several matching routes gets the
+incident once.
+
+>>> from streamwatch.alerting.config import Route
+>>> from streamwatch.incidents import Incident
+>>> inc = Incident(id="a1", run_id="grpo-7", kind="entropy_collapse", severity="warning",
+...     status="firing", indicator="entropy", metric="actor/entropy", step=812, message="")
+>>> match_route(inc, Route(receivers=("pager",), min_severity="critical"))
+Decision(notify=False, reason='severity warning < critical')
+>>> receivers_for(inc, [Route(receivers=("slack",), run_id="grpo-*")])
+[(0, 'slack')]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from streamwatch.alerting.config import Route
+from streamwatch.alerting.decide import Decision
+from streamwatch.incidents import Incident
+
+__all__ = ["RouteHit", "describe_route", "explain_routes", "match_route", "receivers_for"]
+
+
+def describe_route(route: Route) -> str:
+    parts = []
+    if route.run_id != "*":
+        parts.append(f"run_id={route.run_id}")
+    if route.kinds:
+        parts.append(f"kind in {list(route.kinds)}")
+    if route.indicator != "*":
+        parts.append(f"indicator={route.indicator}")
+    parts.append(f"severity>={route.min_severity.value}")
+    if route.continue_:
+        parts.append("continue")
+    return ", ".join(parts)
+
+
+def match_route(inc: Incident, route: Route) -> Decision:
+    if not fnmatchcase(inc.run_id, route.run_id):
+        return Decision(False, f"run_id {inc.run_id} does not match {route.run_id}")
+    if route.kinds and inc.kind not in route.kinds:
+        return Decision(False, f"kind {inc.kind} not in {list(route.kinds)}")
+    if not fnmatchcase(inc.indicator, route.indicator):
+        return Decision(False, f"indicator {inc.indicator} does not match {route.indicator}")
+    if inc.severity.rank < route.min_severity.rank:
+        return Decision(False, f"severity {inc.severity.value} < {route.min_severity.value}")
+    return Decision(True, f"matched ({describe_route(route)})")
+
+
+@dataclass(frozen=True, slots=True)
+class RouteHit:
+    index: int
+    route: Route
+    decision: Decision
+
+
+def explain_routes(inc: Incident, routes: Sequence[Route]) -> list[RouteHit]:
+    """Every route's verdict, in order; routes after the winning one are "not reached"."""
+    hits: list[RouteHit] = []
+    stopped = False
+    for i, route in enumerate(routes):
+        if stopped:
+            hits.append(RouteHit(i, route, Decision(False, "not reached: an earlier route won")))
+            continue
+        decision = match_route(inc, route)
+        hits.append(RouteHit(i, route, decision))
+        stopped = decision.notify and not route.continue_
+    return hits
+
+
+def receivers_for(inc: Incident, routes: Sequence[Route]) -> list[tuple[int, str]]:
+    """(route index, receiver) pairs for an incident, each receiver once."""
+    out: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for hit in explain_routes(inc, routes):
+        if not hit.decision.notify:
+            continue
+        for name in hit.route.receivers:
+            if name not in seen:
+                seen.add(name)
+                out.append((hit.index, name))
+    return out
