@@ -22,6 +22,7 @@ from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.config import Config, ConfigError, load_config
 from streamwatch.incidents import KINDS, Severity, Status
 from streamwatch.replay import format_summary, progress_stream, replay_files
+from streamwatch.report.cli import add_report_commands, run_report_command
 from streamwatch.simulate import Fault
 from streamwatch.sinks import ConsoleSink, JsonlSink
 
@@ -87,12 +88,16 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("path", metavar="FILE")
     add_silence_commands(sub)
     add_test_route_command(sub)
+    add_report_commands(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        code = run_report_command(args)
+        if code is not None:
+            return code
         if args.command == "replay":
             return _replay(args)
         if args.command == "demo":

@@ -1,0 +1,151 @@
+"""The report in a real browser: headless Chromium draws every panel and every incident
+marker of a simulated run with three failures, with no console error; hovering a marker
+shows the incident. The screenshot goes to ``artifacts/``.
+
+Needs Debian's Chromium at /usr/bin/chromium (``apt-get install -y chromium``) and Playwright
+for Python (``pip install playwright``; its own browser download is never used).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamwatch.incidents import Status
+from streamwatch.replay import replay_files
+from streamwatch.report import build_report, compare
+from streamwatch.simulate import Fault, RunSpec, simulate, write_jsonl
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+FAULTS = (
+    Fault("entropy_collapse", 100),
+    Fault("length_explosion", 200),
+    Fault("reward_hacking", 150),
+)
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent (apt-get install -y chromium)"
+)
+
+#: Per figure: the panels drawn and, per trace, its role and the number of points drawn.
+FIGURES_JS = """() => Array.from(document.querySelectorAll("div.sw-figure")).map(gd => ({
+  subplots: gd._fullLayout._subplots.cartesian.length,
+  title: gd._fullLayout.title.text,
+  traces: gd._fullData.map(t => ({
+    role: t.meta && t.meta.role,
+    severity: t.meta && t.meta.severity,
+    points: t._length,
+    drawn: gd.querySelectorAll(".scatterlayer .trace")[t.index] ? 1 : 0,
+  })),
+  markers: gd.querySelectorAll(".scatterlayer .trace .points path.point").length,
+}))"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def open_page(browser: Any, path: Path) -> tuple[Any, list[str]]:
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    page.wait_for_function("document.body.dataset.visible === '1'", timeout=30_000)
+    page.evaluate("window.streamwatchReport.renderAll()")
+    page.wait_for_function("document.body.dataset.rendered === 'all'", timeout=30_000)
+    return page, errors
+
+
+def test_every_panel_and_incident_marker_is_drawn(browser: Any, tmp_path: Path) -> None:
+    log = tmp_path / "three-failures.jsonl"
+    write_jsonl(simulate([RunSpec("three-failures", steps=400, seed=3, faults=FAULTS)]), log)
+    out = tmp_path / "report.html"
+    summary = build_report([log], out)
+    incidents = replay_files([log]).incidents
+    fired = {i.kind for i in incidents if i.status is Status.FIRING}
+    assert {"entropy_collapse", "length_explosion", "reward_hacking"} <= fired
+
+    page, errors = open_page(browser, out)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "report-three-failures.png"), full_page=True)
+    [figure] = page.evaluate(FIGURES_JS)
+    assert figure["title"].startswith("three-failures")
+    assert figure["subplots"] == summary.panels >= 5
+    series = [t for t in figure["traces"] if t["role"] == "series"]
+    marks = [t for t in figure["traces"] if t["role"] == "incident"]
+    assert len(series) == summary.panels and all(t["points"] >= 40 and t["drawn"] for t in series)
+    assert sum(t["points"] for t in marks) == len(incidents) == summary.incident_markers
+    assert figure["markers"] == len(incidents)  # one SVG marker per incident update
+    assert {t["severity"] for t in marks} >= {"critical", "warning", "resolved"}
+    assert errors == []
+
+    # hovering a critical marker shows the incident's kind, message and evidence
+    index = next(i for i, t in enumerate(figure["traces"]) if t["severity"] == "critical")
+    page.evaluate(
+        "i => Plotly.Fx.hover(document.querySelector('div.sw-figure'), "
+        "[{curveNumber: i, pointNumber: 0}], "
+        "document.querySelector('div.sw-figure')._fullData[i].xaxis + "
+        "document.querySelector('div.sw-figure')._fullData[i].yaxis)",
+        index,
+    )
+    hover = page.evaluate("document.querySelector('div.sw-figure g.hoverlayer').textContent")
+    critical = [
+        i for i in incidents if i.severity.value == "critical" and i.status is Status.FIRING
+    ]
+    assert any(f"critical {i.kind}" in hover and f"step {i.step}" in hover for i in critical)
+    assert "ratio_to_reference = " in hover
+
+
+def test_many_runs_draw_lazily_and_completely(browser: Any, tmp_path: Path) -> None:
+    log = tmp_path / "runs.jsonl"
+    specs = [RunSpec(f"run-{i:02d}", steps=150, seed=i, ranks_per_host=1) for i in range(12)]
+    write_jsonl(simulate(specs), log)
+    out = tmp_path / "runs.html"
+    summary = build_report([log], out, js="plain")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(out.as_uri())
+    page.wait_for_function("document.body.dataset.visible === '1'", timeout=30_000)
+    drawn = page.evaluate("window.streamwatchReport.rendered")
+    assert 0 < drawn < summary.figures  # only the figures near the viewport so far
+    page.evaluate("window.streamwatchReport.renderAll()")
+    page.wait_for_function("document.body.dataset.rendered === 'all'", timeout=30_000)
+    assert len(page.evaluate(FIGURES_JS)) == summary.figures == 12
+
+
+def test_comparison_overlays_render(browser: Any, tmp_path: Path) -> None:
+    base, cand = tmp_path / "base.jsonl", tmp_path / "cand.jsonl"
+    write_jsonl(simulate([RunSpec(f"b{s}", steps=200, seed=s) for s in range(3)]), base)
+    faults = (Fault("entropy_collapse", 100),)
+    write_jsonl(
+        simulate([RunSpec(f"c{s}", steps=200, seed=9 + s, faults=faults) for s in range(3)]), cand
+    )
+    out = tmp_path / "compare.html"
+    result = compare([base], [cand], out=out)
+    page, errors = open_page(browser, out)
+    [figure] = page.evaluate(FIGURES_JS)
+    assert figure["subplots"] == len(result.indicators)
+    runs = [t for t in figure["traces"] if t["role"] == "run"]
+    assert len(runs) == 6 * len(result.indicators)
+    assert errors == []
+    page.screenshot(path=str(ARTIFACTS / "compare-entropy-collapse.png"), full_page=True)
