@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamwatch.monitor import _SNAPSHOT_VERSION, Monitor
-from streamwatch.sinks.kafka import HEADER_PREFIX, OutRecord, Outbox
+from streamwatch.sinks.kafka import HEADER_PREFIX, Outbox, OutRecord
 
 __all__ = ["Checkpoints", "Loaded", "RunCheckpoint", "open_snapshot"]
 
@@ -47,6 +47,7 @@ _FLOOR = HEADER_PREFIX + "floor"
 _GROUP = HEADER_PREFIX + "group"
 _SEP = "\x1f"
 _READ_TIMEOUT_S = 120.0
+_CALL_TIMEOUT_MS = 60_000
 
 
 def open_snapshot(monitor: Monitor, run_id: str) -> bytes:
@@ -120,7 +121,9 @@ class Checkpoints:
             (_FLOOR, str(floor).encode()),
         ]
 
-    def save_run(self, monitor: Monitor, run_id: str, partition: int, offset: int, floor: int) -> int:
+    def save_run(
+        self, monitor: Monitor, run_id: str, partition: int, offset: int, floor: int
+    ) -> int:
         """Queue one run's state on the outbox; returns its size in bytes."""
         blob = zlib.compress(open_snapshot(monitor, run_id), 1)
         self.outbox.send(
@@ -135,7 +138,8 @@ class Checkpoints:
         return len(blob)
 
     def save_partition(self, partition: int, offset: int, floor: int) -> None:
-        """Queue the partition record; send it after the partition's run records."""
+        """Queue the partition record (``offset`` -1: not known yet); send it after the
+        partition's run records."""
         self.outbox.send(
             OutRecord(
                 self.state_topic,
@@ -166,14 +170,14 @@ class Checkpoints:
         consumer = self._consumer()
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
-        end = consumer.end_offsets([tp])[tp]
+        end = consumer.end_offsets([tp], timeout_ms=_CALL_TIMEOUT_MS)[tp]
         if start is None:
             consumer.seek_to_beginning(tp)
         else:
             consumer.seek(tp, start)
         records: list[Any] = []
         deadline = time.monotonic() + _READ_TIMEOUT_S
-        while consumer.position(tp) < end:
+        while consumer.position(tp, timeout_ms=_CALL_TIMEOUT_MS) < end:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic}[{partition}] up to offset {end} timed out")
             for batch in consumer.poll(timeout_ms=200).values():
@@ -183,17 +187,20 @@ class Checkpoints:
     def load(self, partition: int) -> Loaded:
         """The latest checkpoint of every run of a partition and its last partition record."""
         prefix = _SEP.join((self.group, self.topic, str(partition), "")).encode()
-        loaded = Loaded()
-        state_partition = partition % self.state_partitions
-        for record in self._read(self.state_topic, state_partition, None):
+        latest: dict[bytes, Any] = {}  # the log is compacted lazily: keep each key's last
+        for record in self._read(self.state_topic, partition % self.state_partitions, None):
             key = record.key or b""
-            if not key.startswith(prefix):
-                continue
-            headers = {k: v for k, v in record.headers or ()}
+            if key.startswith(prefix):
+                latest[key] = record
+        loaded = Loaded()
+        for key, record in latest.items():
+            headers = dict(record.headers or ())
             offset = int(headers[_OFFSET])
             floor = int(headers[_FLOOR])
             if headers[_KIND] == b"partition":
-                loaded.committed, loaded.floor = offset, floor
+                # A first owner records its floor before it knows an offset (-1).
+                loaded.committed = offset if offset >= 0 else None
+                loaded.floor = floor
             elif record.value:
                 run_id = key[len(prefix) :].decode().split(_SEP, 1)[1]
                 state = zlib.decompress(record.value)
@@ -215,7 +222,7 @@ class Checkpoints:
         from kafka import TopicPartition
 
         tp = TopicPartition(topic, partition)
-        return int(self._consumer().end_offsets([tp])[tp])
+        return int(self._consumer().end_offsets([tp], timeout_ms=_CALL_TIMEOUT_MS)[tp])
 
     def close(self) -> None:
         if self._reader is not None:

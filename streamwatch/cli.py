@@ -19,6 +19,8 @@ from streamwatch.alerting.cli import (
     run_test_route,
 )
 from streamwatch.alerting.dispatcher import Dispatcher
+from streamwatch.cli_kafka import add_commands as add_kafka_commands
+from streamwatch.cli_kafka import dispatch as dispatch_kafka_command
 from streamwatch.config import Config, ConfigError, load_config
 from streamwatch.incidents import KINDS, Severity, Status
 from streamwatch.replay import format_summary, progress_stream, replay_files
@@ -89,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     add_silence_commands(sub)
     add_test_route_command(sub)
     add_report_commands(sub)
+    add_kafka_commands(sub)
     return p
 
 
@@ -96,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         code = run_report_command(args)
+        if code is None:
+            code = dispatch_kafka_command(args)
         if code is not None:
             return code
         if args.command == "replay":

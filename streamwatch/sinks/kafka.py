@@ -10,6 +10,7 @@ which a checkpoint records (see :mod:`streamwatch.checkpoints`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -19,8 +20,8 @@ from streamwatch.incidents import Incident
 __all__ = [
     "DEAD_LETTER_VALUE_BYTES",
     "HEADER_PREFIX",
-    "Outbox",
     "OutRecord",
+    "Outbox",
     "dead_letter_record",
     "incident_record",
     "make_producer",
@@ -138,10 +139,8 @@ class Outbox:
 
         if not self._pending:
             return True
-        try:
+        with contextlib.suppress(KafkaTimeoutError):
             self.producer.flush(timeout=timeout)
-        except KafkaTimeoutError:
-            pass
         left: list[tuple[OutRecord, Any]] = []
         retry: list[OutRecord] = []
         acked = self.acked

@@ -49,9 +49,7 @@ class KafkaConnection(BaseModel):
 
     bootstrap_servers: str = Field(min_length=1, description="HOST:PORT[,HOST:PORT...]")
     client_id: str = "streamwatch"
-    security_protocol: str = Field(
-        "PLAINTEXT", pattern="^(PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL)$"
-    )
+    security_protocol: str = Field("PLAINTEXT", pattern="^(PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL)$")
     sasl_mechanism: str | None = Field(
         None, pattern="^(PLAIN|SCRAM-SHA-256|SCRAM-SHA-512|OAUTHBEARER|GSSAPI)$"
     )

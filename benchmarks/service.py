@@ -1,0 +1,303 @@
+"""End-to-end figures of the live service on a real broker.
+
+    python benchmarks/service.py [--bootstrap-servers 127.0.0.1:19092] [--events 50000]
+        [--metrics 20] [--rate 1000] [--seconds 20]
+
+1. Throughput: a topic (4 partitions) is filled with ``--events`` events of ``--metrics``
+   metrics each (50 runs, named like verl's plus generic ones). The same topic is read by a
+   plain kafka-python consumer (no decoding: the client's own ceiling) and then by a Service
+   (new group; decoding, the engine, checkpoints and commits, incidents to a topic).
+   Rates are measured from the first to the last message. For scale, the same messages are
+   also decoded and run through a Monitor in process, without Kafka: the ceiling the
+   service can approach on this machine.
+2. Latency: a separate producer process sends ``--rate`` events/s for ``--seconds`` to a fresh
+   topic, each stamped with its send time as ``ts``; every 25th step of each run carries a
+   NaN loss, so non-finite incidents fire (and resolve) all along. An incident carries the
+   ``ts`` of the event that fired it; its latency is the time from that send to the moment
+   the service hands the incident to its sinks.
+Targets: service >= 50% of the raw consume rate; produce -> incident p99 < 250 ms.
+The broker runs on the same machine and shares its cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import random
+import statistics
+import threading
+import time
+import uuid
+from typing import Any
+
+from streamwatch.config import Config
+from streamwatch.incidents import Incident, Status
+from streamwatch.kafka_tools import TopicSpec, ensure_topics
+from streamwatch.monitor import Monitor
+from streamwatch.service import Service, ServiceSettings
+from streamwatch.sources.kafka import KafkaConnection, decode_message
+
+PARTITIONS = 4
+RUNS = 50
+#: verl's names at typical healthy levels, then generic metrics (checked for drift).
+NAMED = {
+    "actor/entropy": 0.4,
+    "critic/score/mean": 0.6,
+    "response_length/mean": 400.0,
+    "response_length/clip_ratio": 0.02,
+    "actor/grad_norm": 0.5,
+    "actor/pg_loss": 0.05,
+    "actor/ppo_kl": 0.001,
+    "timing_s/step": 30.0,
+    "perf/throughput": 1500.0,
+}
+
+
+def metric_names(n: int) -> list[str]:
+    names = list(NAMED) + [f"custom/metric_{i:02d}" for i in range(max(0, n - len(NAMED)))]
+    return names[:n]
+
+
+def event(run: int, step: int, names: list[str], rng: random.Random, ts: float) -> bytes:
+    """Stationary noise around each metric's level: a healthy run, no incident open."""
+    gauss = rng.gauss
+    metrics = {name: NAMED.get(name, 1.0) * (1.0 + 0.02 * gauss(0.0, 1.0)) for name in names}
+    body = {"run_id": f"bench-{run:03d}", "step": step, "ts": ts, "metrics": metrics}
+    return json.dumps(body).encode()
+
+
+def fill(kwargs: dict[str, Any], topic: str, events: int, n_metrics: int) -> list[bytes]:
+    """Send the events (round-robin over the runs); returns the message values."""
+    from kafka import KafkaProducer
+
+    names = metric_names(n_metrics)
+    rng = random.Random(0)
+    producer: Any = KafkaProducer(**kwargs, acks=1, linger_ms=20, batch_size=256 * 1024)
+    values = []
+    start_ts = time.time() - 30.0 * (events // RUNS)  # the last steps are recent: no stall
+    for i in range(events):
+        run, step = i % RUNS, i // RUNS
+        value = event(run, step, names, rng, start_ts + 30.0 * step)
+        values.append(value)
+        producer.send(topic, key=f"bench-{run:03d}".encode(), value=value)
+    producer.flush()
+    producer.close()
+    return values
+
+
+def in_process(values: list[bytes]) -> tuple[float, float]:
+    """Events per second of decoding alone, and of decoding + the engine (no Kafka)."""
+    start = time.perf_counter()
+    events = [decode_message(v, "bench").event for v in values]
+    decode = len(values) / (time.perf_counter() - start)
+    monitor = Monitor(Config())
+    start = time.perf_counter()
+    for e in events:
+        assert e is not None
+        monitor.process(e, "bench")
+    engine = len(values) / (time.perf_counter() - start)
+    return decode, 1 / (1 / decode + 1 / engine)
+
+
+def raw_consume(kwargs: dict[str, Any], topic: str, events: int) -> float:
+    """Messages per second of a plain consumer reading the whole topic (no decoding)."""
+    from kafka import KafkaConsumer
+
+    consumer: Any = KafkaConsumer(
+        topic,
+        **kwargs,
+        group_id=f"bench-raw-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        fetch_max_wait_ms=50,
+    )
+    seen = 0
+    first = last = 0.0
+    try:
+        while seen < events:
+            batch = consumer.poll(timeout_ms=500)
+            for records in batch.values():
+                if not seen:
+                    first = time.perf_counter()
+                seen += len(records)
+                last = time.perf_counter()
+    finally:
+        consumer.close()
+    return (seen - 1) / (last - first)
+
+
+def service_settings(bootstrap: str, topic: str, tag: str) -> ServiceSettings:
+    return ServiceSettings(
+        connection=KafkaConnection(bootstrap_servers=bootstrap, client_id="bench"),
+        topic=topic,
+        group=f"bench-{tag}",
+        incidents_topic=f"{topic}.incidents",
+        dead_letter_topic=f"{topic}.dlq",
+        state_topic=f"{topic}.state",
+        partitions=PARTITIONS,
+        console=False,
+    )
+
+
+def service_consume(bootstrap: str, topic: str, events: int, tag: str) -> tuple[float, float]:
+    """Events and values per second of the Service over the whole topic."""
+    service = Service(service_settings(bootstrap, topic, tag), Config())
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    counts = service.counts
+    while counts.events == 0:
+        time.sleep(0.005)
+    first, first_events, first_values = time.perf_counter(), counts.events, counts.values
+    while counts.events < events:
+        time.sleep(0.005)
+    elapsed = time.perf_counter() - first
+    stop.set()
+    thread.join()
+    done = counts.events - first_events
+    return done / elapsed, (counts.values - first_values) / elapsed
+
+
+def steady_producer(bootstrap: str, topic: str, rate: int, seconds: float, runs: int) -> None:
+    """Runs in its own process: ``rate`` events/s, each ``ts`` = its send time."""
+    from kafka import KafkaProducer
+
+    producer: Any = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks=1, linger_ms=0)
+    names = metric_names(20)
+    rng = random.Random(1)
+    step = [0] * runs
+    start = time.perf_counter()
+    wall0 = time.time()
+    total = int(rate * seconds)
+    for i in range(total):
+        due = start + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        run = i % runs
+        s = step[run]
+        step[run] += 1
+        now = wall0 + (time.perf_counter() - start)
+        body = json.loads(event(run, s, names, rng, now))
+        if s % 25 == 0 and s > 0:
+            body["metrics"]["actor/pg_loss"] = float("nan")
+        producer.send(topic, key=body["run_id"].encode(), value=json.dumps(body).encode())
+    producer.flush()
+    producer.close()
+
+
+class LatencySink:
+    """Send time (the firing event's ts) to the moment the service emits the incident."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+
+    def send(self, inc: Incident) -> None:
+        if inc.status is Status.FIRING and inc.kind == "nonfinite_metric" and inc.ts:
+            self.latencies.append(time.time() - inc.ts)
+
+
+def latency(bootstrap: str, rate: int, seconds: float, tag: str) -> list[float]:
+    topic = f"bench-latency-{tag}"
+    ensure_topics({"bootstrap_servers": bootstrap.split(",")}, {topic: TopicSpec(PARTITIONS)})
+    sink = LatencySink()
+    service = Service(service_settings(bootstrap, topic, tag), Config(), sinks=[sink])
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    service.started.wait(60)
+    time.sleep(3.0)  # the group's first assignment
+    context = multiprocessing.get_context("spawn")
+    runs = 20
+    producer = context.Process(
+        target=steady_producer, args=(bootstrap, topic, rate, seconds, runs), daemon=True
+    )
+    producer.start()
+    producer.join()
+    expected = int(rate * seconds)
+    deadline = time.monotonic() + 60
+    while service.counts.events < expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    thread.join()
+    return sink.latencies
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--bootstrap-servers",
+        default=os.environ.get("STREAMWATCH_BOOTSTRAP", "127.0.0.1:19092"),
+    )
+    p.add_argument("--events", type=int, default=50_000)
+    p.add_argument("--metrics", type=int, default=20)
+    p.add_argument("--rate", type=int, default=1000, help="events/s in the latency test")
+    p.add_argument("--seconds", type=float, default=20.0, help="length of the latency test")
+    args = p.parse_args()
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    kwargs = {"bootstrap_servers": args.bootstrap_servers.split(",")}
+    tag = uuid.uuid4().hex[:8]
+    print(f"# {platform.python_implementation()} {platform.python_version()} {platform.machine()}")
+    print(f"# cpus: {os.cpu_count()}; broker {args.bootstrap_servers} on the same machine")
+    print(f"# load average before: {os.getloadavg()[0]:.2f} (other work on the machine skews this)")
+
+    topic = f"bench-throughput-{tag}"
+    ensure_topics(kwargs, {topic: TopicSpec(PARTITIONS)})
+    values = fill(kwargs, topic, args.events, args.metrics)
+    size = sum(len(v) for v in values)
+    print(f"topic: {args.events:,} events x {args.metrics} metrics, {size / 2**20:.1f} MiB")
+    raw = raw_consume(kwargs, topic, args.events)
+    events_s, values_s = service_consume(args.bootstrap_servers, topic, args.events, tag)
+    decode, ceiling = in_process(values)
+    print(f"raw kafka-python consumer (no decoding): {raw:>9,.0f} messages/s")
+    print(
+        f"service, end to end:                     {events_s:>9,.0f} events/s "
+        f"({values_s:,.0f} values/s)"
+    )
+    print(f"in process, no Kafka: decoding alone     {decode:>9,.0f} events/s")
+    print(f"in process, no Kafka: decoding + engine  {ceiling:>9,.0f} events/s")
+    ratio = events_s / raw
+    print(f"service / raw consumer: {ratio:.0%} (target >= 50%: "
+          f"{'met' if ratio >= 0.5 else 'NOT met'}); "
+          f"service / in-process ceiling: {events_s / ceiling:.0%}")  # fmt: skip
+
+    lat = latency(args.bootstrap_servers, args.rate, args.seconds, tag)
+    if not lat:
+        print("latency: no incidents measured")
+        delete_topics(kwargs, [topic, f"bench-latency-{tag}"])
+        return 1
+    p50, p99 = percentile(lat, 0.5), percentile(lat, 0.99)
+    print(
+        f"produce -> incident at {args.rate:,} events/s: {len(lat)} incidents, "
+        f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms, "
+        f"mean {statistics.mean(lat) * 1000:.0f} ms"
+    )
+    print(f"target p99 < 250 ms: {'met' if p99 < 0.25 else 'NOT met'}")
+    delete_topics(kwargs, [topic, f"bench-latency-{tag}"])
+    return 0
+
+
+def delete_topics(kwargs: dict[str, Any], topics: list[str]) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    admin: Any = KafkaAdminClient(**kwargs)
+    try:
+        existing = set(admin.list_topics())
+        names = [f"{t}{suffix}" for t in topics for suffix in ("", ".incidents", ".dlq", ".state")]
+        admin.delete_topics([n for n in names if n in existing])
+    finally:
+        admin.close()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,344 @@
+"""The Kafka commands of ``streamwatch``: ``run`` (the live service), ``publish``, ``record``.
+
+Every option also reads an environment variable ``STREAMWATCH_<OPTION>`` (``--bootstrap-servers``
+from ``STREAMWATCH_BOOTSTRAP_SERVERS``, ``--group`` from ``STREAMWATCH_GROUP``...); a flag on
+the command line wins. Importing this module does not import the Kafka client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+from streamwatch.alerting.cli import add_alert_args
+
+__all__ = ["COMMANDS", "add_commands", "dispatch", "main"]
+
+COMMANDS = ("run", "publish", "record")
+EXIT_OK, EXIT_KAFKA, EXIT_USAGE = 0, 1, 2
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get("STREAMWATCH_" + name.upper().replace("-", "_"), default)
+
+
+def _opt(
+    p: argparse.ArgumentParser,
+    flag: str,
+    help: str,
+    default: Any = None,
+    *,
+    secret: bool = False,
+    **kw: Any,
+) -> None:
+    """An option whose default comes from its STREAMWATCH_* variable, then ``default``.
+
+    ``--help`` shows the default in effect, except for a secret.
+    """
+    name = flag.lstrip("-")
+    env = _env(name)
+    kind = kw.get("type", str)
+    value = kind(env) if env is not None else default
+    shown = "" if secret or value is None else "; default %(default)s"
+    text = f"{help} (env STREAMWATCH_{_envname(name)}{shown})"
+    p.add_argument(flag, default=value, help=text, **kw)
+
+
+def _envname(name: str) -> str:
+    return name.upper().replace("-", "_")
+
+
+def _connection_options(p: argparse.ArgumentParser) -> None:
+    servers = _env("bootstrap-servers")
+    p.add_argument(
+        "--bootstrap-servers",
+        default=servers,
+        required=servers is None,
+        metavar="HOST:PORT",
+        help="Kafka brokers, comma-separated (env STREAMWATCH_BOOTSTRAP_SERVERS)",
+    )
+    _opt(
+        p,
+        "--security-protocol",
+        "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+        "PLAINTEXT",
+        choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+    )
+    _opt(p, "--sasl-mechanism", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512...", metavar="NAME")
+    _opt(p, "--sasl-username", "SASL user name", metavar="USER")
+    _opt(p, "--sasl-password", "SASL password (prefer the variable)", secret=True, metavar="PW")
+    _opt(p, "--ssl-cafile", "CA bundle to verify the brokers", metavar="FILE")
+    _opt(p, "--client-id", "client id the brokers see", "streamwatch", metavar="ID")
+
+
+def add_commands(subparsers: Any) -> None:
+    """Add ``run``, ``publish`` and ``record`` to a ``streamwatch`` sub-command parser."""
+    r = subparsers.add_parser("run", help="the live service: consume metrics, emit incidents")
+    _connection_options(r)
+    add_alert_args(r)
+    _opt(r, "--topic", "metrics topic", "streamwatch.metrics", metavar="TOPIC")
+    _opt(r, "--group", "consumer group", "streamwatch", metavar="GROUP")
+    _opt(
+        r,
+        "--incidents-topic",
+        "incident updates ('' none)",
+        "streamwatch.incidents",
+        metavar="TOPIC",
+    )
+    _opt(
+        r,
+        "--dead-letter-topic",
+        "unusable messages, as they came ('' none)",
+        "streamwatch.deadletter",
+        metavar="TOPIC",
+    )
+    _opt(
+        r,
+        "--state-topic",
+        "compacted topic of run-state checkpoints ('' none: no "
+        "hand-over of runs between processes)",
+        "streamwatch.state",
+        metavar="TOPIC",
+    )
+    _opt(r, "--partitions", "partitions of the topics it creates", 4, type=int, metavar="N")
+    _opt(
+        r,
+        "--replication-factor",
+        "for the topics it creates (-1: broker default)",
+        -1,
+        type=int,
+        metavar="N",
+    )
+    _opt(r, "--incidents-out", "append incident updates to this JSONL file", metavar="FILE")
+    _opt(r, "--config", "engine config, TOML or JSON", metavar="FILE")
+    _opt(r, "--tick-seconds", "stall checks every this many seconds", 1.0, type=float, metavar="S")
+    _opt(
+        r,
+        "--commit-interval",
+        "seconds between offset commits and checkpoints (0: every poll batch)",
+        5.0,
+        type=float,
+        metavar="S",
+    )
+    _opt(
+        r,
+        "--max-message-bytes",
+        "larger messages go to the dead-letter topic",
+        1_048_576,
+        type=int,
+        metavar="N",
+    )
+    _opt(
+        r,
+        "--session-timeout-ms",
+        "group session timeout (failover time)",
+        10_000,
+        type=int,
+        metavar="MS",
+    )
+    _opt(
+        r,
+        "--max-idle",
+        "stop after this many seconds without messages, judging pending "
+        "steps as at the end of a replay",
+        type=float,
+        metavar="S",
+    )
+    r.add_argument("--quiet", action="store_true", help="no incident lines on stdout")
+
+    p = subparsers.add_parser("publish", help="send recorded logs to a topic, keyed by run id")
+    p.add_argument("paths", nargs="+", metavar="FILE", help="recorded log files")
+    _connection_options(p)
+    _opt(p, "--topic", "metrics topic", "streamwatch.metrics", metavar="TOPIC")
+    _opt(
+        p,
+        "--partitions",
+        "create the topic with this many partitions if missing",
+        4,
+        type=int,
+        metavar="N",
+    )
+    _opt(p, "--format", "skip detection", choices=["streamwatch", "verl", "hf", "wandb"])
+    pace = p.add_mutually_exclusive_group()
+    pace.add_argument(
+        "--speed",
+        type=float,
+        metavar="X",
+        help="keep the original time between events, divided by X",
+    )
+    pace.add_argument("--as-fast-as-possible", action="store_true", help="no pacing (default)")
+
+    c = subparsers.add_parser("record", help="write a topic's messages to a JSONL file")
+    _connection_options(c)
+    _opt(c, "--topic", "topic to record", "streamwatch.metrics", metavar="TOPIC")
+    c.add_argument("-o", "--output", required=True, metavar="FILE", help="JSONL file (appended)")
+    c.add_argument("--from-beginning", action="store_true", help="not only new messages")
+    c.add_argument("--max-messages", type=int, metavar="N", help="stop after N messages")
+    c.add_argument(
+        "--idle-timeout", type=float, metavar="S", help="stop after S seconds without a message"
+    )
+
+
+def dispatch(args: argparse.Namespace) -> int | None:
+    """Run one of this module's commands; None when ``args.command`` is not one of them."""
+    if getattr(args, "command", None) not in COMMANDS:
+        return None
+    from pydantic import ValidationError
+
+    from streamwatch.config import ConfigError
+
+    _logging()
+    try:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "publish":
+            return _publish(args)
+        return _record(args)
+    except (ConfigError, ValidationError, ValueError, FileNotFoundError) as exc:
+        print(f"streamwatch {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        from kafka.errors import KafkaError
+
+        if not isinstance(exc, KafkaError):
+            raise
+        print(f"streamwatch {args.command}: Kafka error: {exc!r}", file=sys.stderr)
+        return EXIT_KAFKA
+
+
+def _logging() -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(
+            level=logging.INFO,
+            stream=sys.stderr,
+            format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        )
+        logging.getLogger("kafka").setLevel(logging.ERROR)
+
+
+def _connection(args: argparse.Namespace) -> Any:
+    from streamwatch.sources.kafka import KafkaConnection
+
+    return KafkaConnection(
+        bootstrap_servers=args.bootstrap_servers,
+        client_id=args.client_id,
+        security_protocol=args.security_protocol,
+        sasl_mechanism=args.sasl_mechanism,
+        sasl_username=args.sasl_username,
+        sasl_password=args.sasl_password,
+        ssl_cafile=args.ssl_cafile,
+    )
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """SIGINT/SIGTERM set the event (finish the batch, commit, leave); a second one kills."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from streamwatch.alerting.cli import build_dispatcher
+    from streamwatch.config import load_config
+    from streamwatch.service import Service, ServiceSettings
+
+    settings = ServiceSettings(
+        connection=_connection(args),
+        topic=args.topic,
+        group=args.group,
+        incidents_topic=args.incidents_topic,
+        dead_letter_topic=args.dead_letter_topic,
+        state_topic=args.state_topic,
+        partitions=args.partitions,
+        replication_factor=args.replication_factor,
+        incidents_out=args.incidents_out,
+        tick_seconds=args.tick_seconds,
+        commit_interval=args.commit_interval,
+        max_message_bytes=args.max_message_bytes,
+        session_timeout_ms=args.session_timeout_ms,
+        console=not args.quiet,
+    )
+    config = load_config(args.config)
+    alerts = build_dispatcher(args, config.alerting)
+    service = Service(settings, config, sinks=[alerts] if alerts is not None else [])
+    try:
+        with _stop_on_signals() as stop:
+            counts = service.run(stop, max_idle=args.max_idle)
+    finally:
+        if alerts is not None:  # delivered or spooled for the next start
+            print(alerts.close(timeout=30), file=sys.stderr)
+    print(f"streamwatch run: {counts.summary()}", flush=True)
+    return EXIT_OK
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from streamwatch.kafka_tools import publish_files
+
+    result = publish_files(
+        args.paths,
+        _connection(args).client_kwargs(),
+        args.topic,
+        speed=args.speed,
+        partitions=args.partitions,
+        format=args.format,
+    )
+    for problem in result.problems[:10]:
+        print(f"  set aside: {problem}", file=sys.stderr)
+    extra = f", {len(result.problems):,} problem(s) set aside" if result.problems else ""
+    print(f"published {result.events:,} events to {args.topic} in {result.seconds:.2f} s{extra}")
+    return EXIT_OK
+
+
+def _record(args: argparse.Namespace) -> int:
+    from streamwatch.kafka_tools import record_topic
+
+    with _stop_on_signals() as stop:
+        result = record_topic(
+            _connection(args).client_kwargs(),
+            args.topic,
+            args.output,
+            from_beginning=args.from_beginning,
+            max_messages=args.max_messages,
+            idle_timeout=args.idle_timeout,
+            stop=stop,
+        )
+    skipped = f" ({result.skipped:,} not JSON, left out)" if result.skipped else ""
+    print(f"recorded {result.messages:,} messages of {args.topic} to {args.output}{skipped}")
+    return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="streamwatch", description="streamwatch Kafka commands")
+    add_commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m streamwatch.cli_kafka run|publish|record ...``"""
+    result = dispatch(_parser().parse_args(argv))
+    return EXIT_OK if result is None else result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

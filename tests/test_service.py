@@ -1,0 +1,980 @@
+"""The live service against a real broker: live equals replay, hand-over between processes,
+dead letters, stalls on an injected clock, clean shutdown, broker restart.
+
+Needs the development broker: `make kafka-up`, then STREAMWATCH_BOOTSTRAP=127.0.0.1:19092.
+Without it the broker tests are skipped. Every test uses its own topics and group.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamwatch.cli_kafka import main as kafka_main
+from streamwatch.config import Config, EngineConfig
+from streamwatch.events import Event
+from streamwatch.incidents import Incident
+from streamwatch.kafka_tools import _Pacer, record_topic
+from streamwatch.monitor import Monitor
+from streamwatch.replay import replay_files
+from streamwatch.service import ManualClock, Service, ServiceSettings
+from streamwatch.simulate import Fault, RunSpec, simulate, write_jsonl
+from streamwatch.sources import FileSource
+from streamwatch.sources.kafka import KafkaConnection
+
+pytestmark = [
+    pytest.mark.kafka,
+    # kafka-python 3.0 loads its protocol schemas with importlib.resources.read_text and open_text,
+    # deprecated since Python 3.11.
+    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+KAFKA_SH = ROOT / "docker" / "kafka.sh"
+TIMEOUT_S = 90.0
+#: Stalls are judged on each process's wall clock; every comparison with a replay leaves them out.
+NO_STALLS = Config(engine=EngineConfig(disabled_kinds=("run_stalled",)))
+NO_STALLS_TOML = '[engine]\ndisabled_kinds = ["run_stalled"]\n'
+
+
+# -- fixtures and helpers ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def bootstrap() -> str:
+    servers = os.environ.get("STREAMWATCH_BOOTSTRAP", "").strip()
+    if not servers:
+        pytest.skip(
+            "STREAMWATCH_BOOTSTRAP is not set: start a broker with `make kafka-up` "
+            "and export STREAMWATCH_BOOTSTRAP=127.0.0.1:19092"
+        )
+    return servers
+
+
+@dataclass(frozen=True)
+class Names:
+    topic: str
+    group: str
+    incidents: str
+    dead_letters: str
+    state: str
+
+    @classmethod
+    def fresh(cls) -> Names:
+        tag = uuid.uuid4().hex[:10]
+        topic = f"sw-test-{tag}"
+        return cls(topic, f"sw-group-{tag}", f"{topic}.incidents", f"{topic}.dlq", f"{topic}.state")
+
+    def all(self) -> list[str]:
+        return [self.topic, self.incidents, self.dead_letters, self.state]
+
+    def run_args(self, bootstrap: str) -> list[str]:
+        return [
+            "--bootstrap-servers",
+            bootstrap,
+            "--topic",
+            self.topic,
+            "--group",
+            self.group,
+            "--incidents-topic",
+            self.incidents,
+            "--dead-letter-topic",
+            self.dead_letters,
+            "--state-topic",
+            self.state,
+        ]
+
+
+@pytest.fixture
+def names(bootstrap: str) -> Iterator[Names]:
+    from kafka.admin import KafkaAdminClient
+
+    created = Names.fresh()
+    yield created
+    admin: Any = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="test-cleanup")
+    try:
+        existing = set(admin.list_topics())
+        gone = [t for t in created.all() if t in existing]
+        if gone:
+            admin.delete_topics(gone)
+    finally:
+        admin.close()
+
+
+def settings(bootstrap: str, names: Names, **overrides: Any) -> ServiceSettings:
+    values: dict[str, Any] = {
+        "connection": KafkaConnection(bootstrap_servers=bootstrap, client_id="test-service"),
+        "topic": names.topic,
+        "group": names.group,
+        "incidents_topic": names.incidents,
+        "dead_letter_topic": names.dead_letters,
+        "state_topic": names.state,
+        "console": False,
+        "session_timeout_ms": 6000,
+    }
+    values.update(overrides)
+    return ServiceSettings(**values)
+
+
+def kafka_kwargs(bootstrap: str) -> dict[str, Any]:
+    return {"bootstrap_servers": bootstrap.split(","), "client_id": "test-client"}
+
+
+class Background:
+    """A service running in a thread, its exception (if any) kept for the test."""
+
+    def __init__(self, service: Service, *, max_idle: float | None = None) -> None:
+        self.service = service
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(max_idle,), daemon=True)
+        self.thread.start()
+
+    def _run(self, max_idle: float | None) -> None:
+        try:
+            self.service.run(self.stop, max_idle=max_idle)
+        except BaseException as exc:  # reported by join()
+            self.error = exc
+
+    def join(self, timeout: float = TIMEOUT_S) -> None:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the service did not stop"
+        if self.error is not None:
+            raise self.error
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.join()
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def read_topic(bootstrap: str, topic: str) -> list[Any]:
+    """Every record of a topic now, partition by partition, in offset order."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer: Any = KafkaConsumer(**kafka_kwargs(bootstrap), enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        records: list[Any] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, f"reading {topic} timed out"
+            for batch in consumer.poll(timeout_ms=200).values():
+                records.extend(batch)
+        return sorted(records, key=lambda r: (r.partition, r.offset))
+    finally:
+        consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer: Any = KafkaConsumer(**kafka_kwargs(bootstrap))
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        return {tp.partition: offset for tp, offset in consumer.end_offsets(tps).items()}
+    finally:
+        consumer.close()
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    from kafka.admin import KafkaAdminClient
+
+    admin: Any = KafkaAdminClient(**kafka_kwargs(bootstrap))
+    try:
+        offsets = admin.list_group_offsets(group).get(group, {})
+    finally:
+        admin.close()
+    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
+
+
+def all_committed(bootstrap: str, group: str, topic: str) -> bool:
+    ends = end_offsets(bootstrap, topic)
+    committed = committed_offsets(bootstrap, group, topic)
+    return all(committed.get(p, 0) == end for p, end in ends.items() if end > 0)
+
+
+def assert_same_incidents(got: Sequence[str], expected: Sequence[str]) -> None:
+    """The same lines, each as many times, and in the same order within every run."""
+    assert Counter(got) == Counter(expected), diff(got, expected)
+    for run_id in {json.loads(line)["run_id"] for line in expected}:
+        assert runs_lines(got, run_id) == runs_lines(expected, run_id), run_id
+
+
+def runs_lines(lines: Sequence[str], run_id: str) -> list[str]:
+    return [line for line in lines if json.loads(line)["run_id"] == run_id]
+
+
+def diff(got: Sequence[str], expected: Sequence[str]) -> str:
+    extra = Counter(got) - Counter(expected)
+    missing = Counter(expected) - Counter(got)
+    return f"extra: {list(extra.elements())[:5]}\nmissing: {list(missing.elements())[:5]}"
+
+
+def replayed(path: Path, config: Config = NO_STALLS) -> list[str]:
+    return [inc.to_json() for inc in replay_files([path], config).incidents]
+
+
+def unflushed(path: Path, config: Config = NO_STALLS) -> list[str]:
+    """A replay without its end-of-input step: what a service that keeps running has said."""
+    monitor = Monitor(config)
+    return [inc.to_json() for event in FileSource(path) for inc in monitor.process(event)]
+
+
+def simulated_file(path: Path, tag: str, steps: int = 200) -> tuple[Path, list[str]]:
+    """Two runs of 2 hosts x 2 ranks: an entropy collapse in one, non-finite values in both."""
+    specs = [
+        RunSpec(
+            f"collapse-{tag}",
+            steps=steps,
+            seed=11,
+            faults=(Fault("entropy_collapse", steps // 2), Fault("nonfinite_metric", steps // 4)),
+        ),
+        RunSpec(
+            f"nan-{tag}", steps=steps, seed=12, faults=(Fault("nonfinite_metric", steps // 3),)
+        ),
+    ]
+    write_jsonl(simulate(specs), path)
+    return path, [spec.run_id for spec in specs]
+
+
+def jsonl_lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def publish(bootstrap: str, topic: str, *paths: Path) -> None:
+    args = [str(p) for p in paths]
+    assert kafka_main(["publish", *args, "--bootstrap-servers", bootstrap, "--topic", topic]) == 0
+
+
+def produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes, bytes]]) -> list[int]:
+    """Send (key, value) messages in order to one topic; returns their offsets."""
+    from kafka import KafkaProducer
+
+    producer: Any = KafkaProducer(**kafka_kwargs(bootstrap), acks="all")
+    try:
+        futures = [producer.send(topic, key=k, value=v) for k, v in messages]
+        producer.flush()
+        return [f.get(timeout=30).offset for f in futures]
+    finally:
+        producer.close(timeout=10)
+
+
+def event_bytes(run_id: str, step: int, ts: float | None = None, **metrics: float) -> bytes:
+    event = Event(run_id=run_id, step=step, ts=ts, metrics=metrics)
+    return json.dumps(event.to_json_dict()).encode()
+
+
+def python(*args: str) -> list[str]:
+    return [sys.executable, "-W", "ignore::DeprecationWarning", *args]
+
+
+# -- live equals replay -----------------------------------------------------------------------
+
+
+def test_live_incidents_equal_a_replay_of_the_same_file(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """Published file -> service until idle: its incident file and the incidents topic hold
+    exactly the updates `streamwatch replay` gives, in the same order within each run."""
+    path, _ = simulated_file(tmp_path / "sim.jsonl", names.group)
+    expected = replayed(path)
+    assert any('"entropy_collapse"' in line for line in expected)
+    assert any('"nonfinite_metric"' in line for line in expected)
+
+    publish(bootstrap, names.topic, path)
+    out = tmp_path / "incidents.jsonl"
+    counts = Service(settings(bootstrap, names, incidents_out=out), NO_STALLS).run(max_idle=3.0)
+
+    events = sum(1 for _ in FileSource(path))
+    assert (counts.events, counts.dead_letters, counts.duplicates_dropped) == (events, 0, 0)
+    assert_same_incidents(jsonl_lines(out), expected)
+    recorded = tmp_path / "recorded-incidents.jsonl"
+    command = ["record", "--bootstrap-servers", bootstrap, "--topic", names.incidents]
+    assert (
+        kafka_main([*command, "-o", str(recorded), "--from-beginning", "--idle-timeout", "2"]) == 0
+    )
+    assert_same_incidents(jsonl_lines(recorded), expected)
+    assert all_committed(bootstrap, names.group, names.topic)
+
+
+def test_a_restarted_service_continues_each_run_where_it_stopped(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """Stopped mid-stream (not at a step boundary) and started again as a new process would,
+    the service restores every run from its checkpoint: together both say what a replay does."""
+    path, _ = simulated_file(tmp_path / "sim.jsonl", names.group)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = len(lines) // 2 + 3
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("".join(lines[:cut]), encoding="utf-8")
+    second.write_text("".join(lines[cut:]), encoding="utf-8")
+    out = tmp_path / "incidents.jsonl"
+    config = settings(bootstrap, names, incidents_out=out, commit_interval=3600.0)
+
+    publish(bootstrap, names.topic, first)
+    before = Background(Service(config, NO_STALLS))
+    wait_for(lambda: before.service.counts.events == cut, "the first half")
+    before.finish()
+    assert all_committed(bootstrap, names.group, names.topic)
+
+    publish(bootstrap, names.topic, second)
+    after = Service(config, NO_STALLS).run(max_idle=3.0)
+    assert after.restored_runs == 2
+    assert after.events == len(lines) - cut
+    assert_same_incidents(jsonl_lines(out), replayed(path))
+
+
+def test_a_new_owner_drops_the_updates_its_predecessor_published_but_never_committed(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """A crash between publishing incident updates and committing the offsets: the next
+    owner restores the runs from the last checkpoint, processes those messages again and
+    drops exactly the updates already on the incidents topic. The topic ends up equal to a
+    replay, each update once."""
+    path, _ = simulated_file(tmp_path / "sim.jsonl", names.group)
+    expected = replayed(path)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = len(lines) * 2 // 5
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("".join(lines[:cut]), encoding="utf-8")
+    second.write_text("".join(lines[cut:]), encoding="utf-8")
+
+    publish(bootstrap, names.topic, first)
+    crashing = Background(Service(settings(bootstrap, names, commit_interval=0.2), NO_STALLS))
+    service = crashing.service
+    wait_for(lambda: service.counts.events == cut, "the first part")
+    wait_for(lambda: all_committed(bootstrap, names.group, names.topic), "its commit")
+
+    def crash_before_commit(stop: threading.Event, only: set[int] | None = None) -> None:
+        """From here on nothing more is committed, as if the process died each time."""
+
+    service._commit = crash_before_commit  # type: ignore[method-assign]
+    published_before = service.counts.incidents
+    publish(bootstrap, names.topic, second)
+    wait_for(lambda: service.counts.events == len(lines), "the second part")
+    crashing.finish()
+    uncommitted = service.counts.incidents - published_before
+    assert uncommitted > 0
+
+    successor = Service(settings(bootstrap, names), NO_STALLS).run(max_idle=3.0)
+    assert successor.restored_runs == 2
+    assert successor.events == len(lines) - cut
+    assert successor.duplicates_dropped == uncommitted
+    on_topic = [r.value.decode() for r in read_topic(bootstrap, names.incidents)]
+    assert_same_incidents(on_topic, expected)
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+def test_unusable_messages_go_to_the_dead_letter_topic_with_the_reason(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    good = [event_bytes("ok", step, loss=1.0 + step) for step in range(1, 6)]
+    good[2] = event_bytes("ok", 3, loss=math.nan)
+    oversized = event_bytes("ok", 99, **{f"m{i:04d}": float(i) for i in range(300)})
+    bad = {
+        "not_json": b'{"run_id": "ok", "step": ',
+        "not_an_object": b"[1, 2, 3]",
+        "invalid_event": b'{"run_id": "ok", "step": 4}',
+        "oversized": oversized,
+    }
+    messages = [
+        good[0],
+        bad["not_json"],
+        good[1],
+        bad["not_an_object"],
+        good[2],
+        bad["invalid_event"],
+        good[3],
+        bad["oversized"],
+        good[4],
+    ]
+    offsets = produce(bootstrap, names.topic, [(b"ok", m) for m in messages])
+    out = tmp_path / "incidents.jsonl"
+    counts = Service(
+        settings(bootstrap, names, incidents_out=out, max_message_bytes=4096), NO_STALLS
+    ).run(max_idle=3.0)
+
+    assert (counts.events, counts.dead_letters) == (5, 4)
+    letters = read_topic(bootstrap, names.dead_letters)
+    by_reason = {}
+    for record in letters:
+        headers = {k: v.decode() for k, v in record.headers}
+        by_reason[headers["streamwatch.reason"]] = (record, headers)
+    assert set(by_reason) == set(bad)
+    for reason, value in bad.items():
+        record, headers = by_reason[reason]
+        assert record.value == value
+        assert record.key == b"ok"
+        assert headers["streamwatch.topic"] == names.topic
+        assert int(headers["streamwatch.offset"]) == offsets[messages.index(value)]
+        assert headers["streamwatch.partition"].isdigit()
+        assert headers["streamwatch.detail"]
+    assert "metrics" in by_reason["invalid_event"][1]["streamwatch.detail"]
+    fired = [Incident.model_validate_json(line) for line in jsonl_lines(out)]
+    assert [(i.kind, i.status.value, i.step) for i in fired] == [("nonfinite_metric", "firing", 3)]
+
+
+# -- stalls on an injected clock --------------------------------------------------------------
+
+
+def test_stall_fires_on_the_service_clock_and_resolves_when_events_return(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    start = 1_700_000_000.0
+    steps = [(step, start + 30.0 * step) for step in range(10)]
+    produce(
+        bootstrap, names.topic, [(b"slow", event_bytes("slow", s, ts, loss=1.0)) for s, ts in steps]
+    )
+    clock = ManualClock(steps[-1][1] + 1.0)
+    out = tmp_path / "incidents.jsonl"
+    service = Service(settings(bootstrap, names, incidents_out=out, tick_seconds=0.05), clock=clock)
+    background = Background(service)
+    try:
+        wait_for(lambda: service.counts.events == len(steps), "the first events")
+        time.sleep(0.3)  # several ticks at the same time: no stall yet
+        assert jsonl_lines(out) == []
+        clock.advance(1000.0)
+        wait_for(lambda: len(jsonl_lines(out)) == 1, "the stall")
+        stalled = Incident.model_validate_json(jsonl_lines(out)[0])
+        assert (stalled.kind, stalled.status.value, stalled.step) == ("run_stalled", "firing", 9)
+        assert stalled.ts == clock.time()
+        assert stalled.evidence["silent_seconds"] == pytest.approx(1001.0)
+
+        produce(
+            bootstrap, names.topic, [(b"slow", event_bytes("slow", 10, clock.time(), loss=1.0))]
+        )
+        wait_for(lambda: len(jsonl_lines(out)) == 2, "the resolution")
+        resolved = Incident.model_validate_json(jsonl_lines(out)[1])
+        assert (resolved.kind, resolved.status.value, resolved.step) == (
+            "run_stalled",
+            "resolved",
+            10,
+        )
+    finally:
+        background.finish()
+
+
+# -- signals ----------------------------------------------------------------------------------
+
+
+def test_sigterm_finishes_commits_and_exits_0(bootstrap: str, names: Names, tmp_path: Path) -> None:
+    """SIGTERM mid-stream: the batch in hand is finished, its outputs flushed and exactly
+    the processed messages committed (no commit happened before: the interval is an hour)."""
+    path, _ = simulated_file(tmp_path / "sim.jsonl", names.group, steps=160)
+    expected = Counter(unflushed(path))
+    publish(bootstrap, names.topic, path)
+    config = tmp_path / "engine.toml"
+    config.write_text(NO_STALLS_TOML, encoding="utf-8")
+    out = tmp_path / "incidents.jsonl"
+    args = [*names.run_args(bootstrap), "--config", str(config), "--incidents-out", str(out)]
+    service = subprocess.Popen(
+        python("-m", "streamwatch.cli_kafka", "run", *args, "--commit-interval", "3600"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: len(jsonl_lines(out)) > 0, "the first incident")
+        assert committed_offsets(bootstrap, names.group, names.topic) == {}
+        service.send_signal(signal.SIGTERM)
+        stdout, stderr = service.communicate(timeout=TIMEOUT_S)
+    finally:
+        if service.poll() is None:
+            service.kill()
+            service.wait()
+    assert service.returncode == 0, stderr
+    found = re.search(r"streamwatch run: ([\d,]+) events", stdout)
+    assert found is not None, stdout
+    processed = int(found.group(1).replace(",", ""))
+    assert processed > 0
+    assert sum(committed_offsets(bootstrap, names.group, names.topic).values()) == processed
+    assert not Counter(jsonl_lines(out)) - expected
+
+
+# -- two service processes, one killed --------------------------------------------------------
+
+
+def _partition(run_id: str, partitions: int) -> int:
+    from kafka.partitioner.default import murmur2
+
+    return int((murmur2(run_id.encode()) & 0x7FFFFFFF) % partitions)
+
+
+def _seed_with_runs_apart(partitions: int) -> int:
+    """A seed whose runs sim-<seed>-0 and -1 hash to different halves of the partitions, so
+    that with the range assignor each of two consumers owns one run."""
+    half = partitions // 2
+    for seed in range(1000):
+        p0, p1 = (_partition(f"sim-{seed}-{i}", partitions) for i in range(2))
+        if (p0 < half) != (p1 < half):
+            return seed
+    raise AssertionError("no seed found")
+
+
+def _cluster_producers(bootstrap: str, topic: str, seed: int, steps: int) -> subprocess.Popen[str]:
+    """The fake cluster: 2 runs on 2 hosts x 2 ranks, one process per rank."""
+    return subprocess.Popen(
+        python(
+            "-m",
+            "producers.cluster",
+            "--bootstrap-servers",
+            bootstrap,
+            "--topic",
+            topic,
+            "--runs",
+            "2",
+            "--hosts",
+            "2",
+            "--ranks-per-host",
+            "2",
+            "--steps",
+            str(steps),
+            "--step-seconds",
+            "0.04",
+            "--seed",
+            str(seed),
+            "--fault",
+            f"entropy_collapse@{steps // 2}/0",
+            "--fault",
+            f"nonfinite_metric@{steps // 4}/0",
+            "--fault",
+            f"nonfinite_metric@{steps // 3}/1",
+        ),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _rank_file_producers(
+    bootstrap: str, topic: str, seed: int, steps: int, tmp_path: Path
+) -> list[subprocess.Popen[str]]:
+    """Without producers/cluster.py: one `publish` process per rank, paced like training."""
+    first = (Fault("entropy_collapse", steps // 2), Fault("nonfinite_metric", steps // 4))
+    second = (Fault("nonfinite_metric", steps // 3),)
+    specs = [
+        RunSpec(f"sim-{seed}-0", steps=steps, seed=seed * 1000, faults=first),
+        RunSpec(f"sim-{seed}-1", steps=steps, seed=seed * 1000 + 1, faults=second),
+    ]
+    events = list(simulate(specs))
+    procs = []
+    for rank in range(4):
+        path = tmp_path / f"rank{rank}.jsonl"
+        write_jsonl((e for e in events if e.source and e.source.rank == rank), path)
+        procs.append(
+            subprocess.Popen(
+                python(
+                    "-m",
+                    "streamwatch.cli_kafka",
+                    "publish",
+                    str(path),
+                    "--bootstrap-servers",
+                    bootstrap,
+                    "--topic",
+                    topic,
+                    "--speed",
+                    "750",
+                ),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    return procs
+
+
+def _owned(log: Path) -> list[int] | None:
+    found = re.findall(r"assigned partitions of \S+: \[([\d, ]*)\]", log.read_text())
+    if not found:
+        return None
+    return [int(x) for x in found[-1].split(",") if x.strip()]
+
+
+@pytest.mark.slow
+def test_two_services_one_killed_every_event_processed_no_update_twice(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """Four producer processes (2 hosts x 2 ranks, 2 runs) and two service processes in one
+    group; one service is SIGKILLed mid-stream and the other takes over its partitions.
+
+    What the product guarantees, and this test checks:
+    * every produced event is processed: the group's committed offsets equal the end offsets
+      of every partition;
+    * the incidents topic holds each incident update exactly once, and exactly the updates a
+      replay of the same events gives (each run in its partition's order), for the run that
+      moved too: the survivor restores the run from the last checkpoint, processes again the
+      messages the killed process had not committed, and drops the updates the killed process
+      had already published (it reads them from the incidents topic).
+    Not guaranteed: each process's own incident file holds what that process emitted, so the
+    union of both files may repeat an update the killed process wrote to its file but never
+    published; run_stalled (wall clock) is left out here.
+    """
+    partitions = 4
+    seed = _seed_with_runs_apart(partitions)
+    steps = 160
+    from streamwatch.kafka_tools import TopicSpec, ensure_topics
+
+    ensure_topics(kafka_kwargs(bootstrap), {names.topic: TopicSpec(partitions)})
+    config = tmp_path / "engine.toml"
+    config.write_text(NO_STALLS_TOML, encoding="utf-8")
+
+    services: list[subprocess.Popen[str]] = []
+    logs = [tmp_path / f"service{i}.log" for i in range(2)]
+    for i, log_path in enumerate(logs):
+        with log_path.open("w") as log_file:
+            args = [
+                *names.run_args(bootstrap),
+                "--config",
+                str(config),
+                "--incidents-out",
+                str(tmp_path / f"incidents{i}.jsonl"),
+                "--partitions",
+                str(partitions),
+                "--commit-interval",
+                "0.5",
+                "--session-timeout-ms",
+                "6000",
+                "--max-idle",
+                "20",
+                "--client-id",
+                f"service{i}",
+                "--quiet",
+            ]
+            services.append(
+                subprocess.Popen(
+                    python("-m", "streamwatch.cli_kafka", "run", *args),
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            )
+    producers: list[subprocess.Popen[str]] = []
+    try:
+        wait_for(
+            lambda: all((o := _owned(p)) is not None and len(o) == 2 for p in logs),
+            "both services to own two partitions",
+        )
+        owned = [set(_owned(p) or ()) for p in logs]
+        assert owned[0] | owned[1] == set(range(partitions))
+        if (ROOT / "producers" / "cluster.py").exists():
+            producers = [_cluster_producers(bootstrap, names.topic, seed, steps)]
+        else:
+            producers = _rank_file_producers(bootstrap, names.topic, seed, steps, tmp_path)
+
+        victim = 0
+        victim_parts = owned[victim]
+
+        def victim_committed_some() -> bool:
+            committed = committed_offsets(bootstrap, names.group, names.topic)
+            return any(committed.get(p, 0) > 0 for p in victim_parts)
+
+        wait_for(victim_committed_some, "the victim's first commits")
+        time.sleep(1.2)  # mid-stream, with uncommitted work in the victim
+        print("committed at kill:", committed_offsets(bootstrap, names.group, names.topic))
+        services[victim].send_signal(signal.SIGKILL)
+        services[victim].wait()
+
+        for producer in producers:
+            _, err = producer.communicate(timeout=TIMEOUT_S)
+            assert producer.returncode == 0, err
+        survivor = services[1 - victim]
+        survivor.wait(timeout=TIMEOUT_S)
+        assert survivor.returncode == 0, logs[1 - victim].read_text()[-3000:]
+    finally:
+        for proc in [*services, *producers]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    survivor_log = logs[1 - victim].read_text()
+    assert sorted(_owned(logs[1 - victim]) or ()) == list(range(partitions)), survivor_log[-2000:]
+    assert all_committed(bootstrap, names.group, names.topic)
+
+    recording = tmp_path / "metrics-recorded.jsonl"
+    record_topic(
+        kafka_kwargs(bootstrap), names.topic, recording, from_beginning=True, idle_timeout=2.0
+    )
+    expected = replayed(recording)
+    on_topic = [r.value.decode() for r in read_topic(bootstrap, names.incidents)]
+    assert_same_incidents(on_topic, expected)
+    assert max(Counter(on_topic).values()) == 1
+    summary = re.findall(r"streamwatch run: .*", survivor_log)
+    print(f"survivor: {summary[-1] if summary else survivor_log[-500:]}")
+
+
+# -- broker restart ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class OwnBroker:
+    """A broker of this test only (its own state directory and ports), restartable with its
+    data kept: `kafka.sh up` starts from empty directories, so a restart stops the broker
+    with `kafka.sh down` and starts the same command line again."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self.port = _free_port()
+        self.env = {
+            **os.environ,
+            "KAFKA_STATE_DIR": str(state),
+            "KAFKA_PORT": str(self.port),
+            "KAFKA_CONTROLLER_PORT": str(_free_port()),
+        }
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.dir = state / "single"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def sh(self, command: str) -> None:
+        subprocess.run(
+            ["bash", str(KAFKA_SH), command],
+            env=self.env,
+            check=True,
+            timeout=180,
+            stdout=subprocess.DEVNULL,
+        )
+
+    def restart(self) -> None:
+        pid = int((self.dir / "broker.pid").read_text().split()[0])
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        self.sh("down")
+        offset = (self.dir / "server.log").stat().st_size
+        with (self.dir / "stdout.log").open("ab") as out:
+            self.proc = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        # Recorded where kafka.sh looks, so that `kafka.sh down` stops it at the end.
+        (self.dir / "broker.pid").write_text(f"{self.proc.pid}\n")
+
+        def started() -> bool:
+            with (self.dir / "server.log").open("rb") as log:
+                log.seek(offset)
+                return b"Kafka Server started" in log.read()
+
+        wait_for(started, "the broker to start again", timeout=150)
+
+
+@pytest.fixture
+def own_broker(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnBroker]:
+    state = tmp_path_factory.mktemp("broker")
+    shared_lib = ROOT / ".kafka" / "lib"
+    if shared_lib.is_dir():  # the jars the shared broker already downloaded
+        shutil.copytree(shared_lib, state / "lib", ignore=shutil.ignore_patterns("kafka.jsa*"))
+    broker = OwnBroker(state)
+    broker.sh("up")
+    try:
+        yield broker
+    finally:
+        broker.sh("down")
+        if broker.proc is not None:
+            broker.proc.wait(timeout=60)
+
+
+@pytest.fixture
+def quiet_kafka_client() -> Iterator[None]:
+    """Drop kafka-python's log records while the broker is down (see test_broker_harness)."""
+    logger = logging.getLogger("kafka")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        gc.collect()
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:unclosed <socket:ResourceWarning")
+def test_the_service_reconnects_after_a_broker_restart_and_loses_nothing(
+    own_broker: OwnBroker, tmp_path: Path, quiet_kafka_client: None
+) -> None:
+    bootstrap = own_broker.bootstrap
+    names = Names.fresh()
+    path, _ = simulated_file(tmp_path / "sim.jsonl", names.group, steps=160)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = len(lines) // 2
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("".join(lines[:cut]), encoding="utf-8")
+    second.write_text("".join(lines[cut:]), encoding="utf-8")
+    out = tmp_path / "incidents.jsonl"
+    service = Service(settings(bootstrap, names, incidents_out=out, commit_interval=0.5), NO_STALLS)
+    background = Background(service)
+    try:
+        publish(bootstrap, names.topic, first)
+        wait_for(lambda: service.counts.events == cut, "the first half")
+        wait_for(lambda: all_committed(bootstrap, names.group, names.topic), "its commit")
+
+        own_broker.restart()
+
+        publish(bootstrap, names.topic, second)
+        wait_for(lambda: all_committed(bootstrap, names.group, names.topic), "the second half")
+    finally:
+        background.finish()
+    # The restart may cost the service its group membership; it then takes its partitions
+    # back from the checkpoints and processes the uncommitted messages again (at least
+    # once), dropping the updates it had already published: each update is written once.
+    print(service.counts.summary())
+    assert service.counts.events >= len(lines)
+    assert_same_incidents(jsonl_lines(out), unflushed(path))
+
+
+# -- without a broker -------------------------------------------------------------------------
+
+
+def test_publish_keeps_the_original_gaps_divided_by_speed() -> None:
+    now = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    pacer = _Pacer(10.0, monotonic=lambda: now[0], sleep=sleep)
+    for ts in (1000.0, 1030.0, None, 1030.0, 1090.0):
+        pacer.wait(ts)
+    assert slept == pytest.approx([3.0, 6.0])
+    with pytest.raises(ValueError, match="speed"):
+        _Pacer(0.0)
+
+
+def test_every_run_option_reads_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from streamwatch.cli_kafka import add_commands, dispatch
+
+    monkeypatch.setenv("STREAMWATCH_BOOTSTRAP_SERVERS", "broker:9092")
+    monkeypatch.setenv("STREAMWATCH_GROUP", "team-a")
+    monkeypatch.setenv("STREAMWATCH_TICK_SECONDS", "2.5")
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["run", "--topic", "t"])
+    assert (args.bootstrap_servers, args.group, args.tick_seconds, args.topic) == (
+        "broker:9092",
+        "team-a",
+        2.5,
+        "t",
+    )
+    assert dispatch(argparse.Namespace(command="replay")) is None
+
+
+def test_doctests_of_the_kafka_modules() -> None:
+    import doctest
+
+    import streamwatch.sources.kafka
+
+    result = doctest.testmod(streamwatch.sources.kafka)
+    assert result.attempted > 0
+    assert result.failed == 0
+
+
+def test_a_checkpoint_taken_mid_step_continues_exactly(tmp_path: Path) -> None:
+    """Checkpoints leave pending steps pending, so a restored run continues as if never cut,
+    wherever the cut falls (Monitor.snapshot would judge the pending step early)."""
+    from streamwatch.checkpoints import open_snapshot
+
+    path, run_ids = simulated_file(tmp_path / "sim.jsonl", "cut", steps=120)
+    events = list(FileSource(path))
+    whole = Monitor(NO_STALLS)
+    expected = [i.to_json() for e in events for i in whole.process(e)]
+    expected += [i.to_json() for i in whole.flush()]
+    for cut in (len(events) // 3 + 1, len(events) // 2 + 2):
+        first = Monitor(NO_STALLS)
+        got = [i.to_json() for e in events[:cut] for i in first.process(e)]
+        second = Monitor(NO_STALLS)
+        for run_id in run_ids:
+            second.restore(open_snapshot(first, run_id))
+        got += [i.to_json() for e in events[cut:] for i in second.process(e)]
+        got += [i.to_json() for i in second.flush()]
+        assert got == expected, cut
+
+
+class _Future:
+    def __init__(self, offset: int | None, error: Exception | None = None) -> None:
+        self.is_done = True
+        self.exception = error
+        self.value = None if offset is None else _Meta("t", 0, offset)
+
+    def retriable(self) -> bool:
+        return getattr(self.exception, "retriable", False) is True
+
+
+@dataclass
+class _Meta:
+    topic: str
+    partition: int
+    offset: int
+
+
+class _FlakyProducer:
+    """Fails the first send of every value with a retriable error, then acknowledges."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.offset = 0
+
+    def send(self, topic: str, **record: Any) -> _Future:
+        from kafka.errors import KafkaTimeoutError
+
+        value = record["value"]
+        if value not in self.sent:
+            self.sent.append(value)
+            return _Future(None, KafkaTimeoutError("delivery timed out"))
+        self.offset += 1
+        return _Future(self.offset - 1)
+
+    def flush(self, timeout: float | None = None) -> None:
+        pass
+
+
+def test_the_outbox_resends_what_failed_and_remembers_acknowledged_offsets() -> None:
+    from streamwatch.sinks.kafka import Outbox, OutRecord
+
+    outbox = Outbox(_FlakyProducer())
+    outbox.send(OutRecord("t", b"a", None, 0))
+    outbox.send(OutRecord("t", b"b", None, 0))
+    assert not outbox.flush()  # both failed: sent again, not yet acknowledged
+    assert len(outbox) == 2
+    assert outbox.flush()
+    assert outbox.acked == {("t", 0): 2}
+    assert outbox.undeliverable == 0
