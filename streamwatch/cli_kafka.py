@@ -118,6 +118,8 @@ def add_commands(subparsers: Any) -> None:
         metavar="N",
     )
     _opt(r, "--incidents-out", "append incident updates to this JSONL file", metavar="FILE")
+    _opt(r, "--report-out", "keep an HTML report of the watched runs here", metavar="FILE")
+    _opt(r, "--report-seconds", "rewrite the report this often", 30.0, type=float, metavar="S")
     _opt(r, "--config", "engine config, TOML or JSON", metavar="FILE")
     _opt(r, "--tick-seconds", "stall checks every this many seconds", 1.0, type=float, metavar="S")
     _opt(
@@ -273,6 +275,8 @@ def _run(args: argparse.Namespace) -> int:
         partitions=args.partitions,
         replication_factor=args.replication_factor,
         incidents_out=args.incidents_out,
+        report_out=args.report_out,
+        report_seconds=args.report_seconds,
         tick_seconds=args.tick_seconds,
         commit_interval=args.commit_interval,
         max_message_bytes=args.max_message_bytes,

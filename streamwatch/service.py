@@ -37,8 +37,8 @@ from streamwatch.config import Config
 from streamwatch.incidents import Incident, Severity
 from streamwatch.monitor import Monitor
 from streamwatch.ownership import Listener, Ownership
-from streamwatch.publish import FINISHED_TAG, FINISHED_VALUE
 from streamwatch.replay import Sink
+from streamwatch.report.live import LiveReport
 from streamwatch.sinks import ConsoleSink, JsonlSink
 from streamwatch.sinks.kafka import Outbox, dead_letter_record, incident_record, make_producer
 from streamwatch.sources.kafka import DEFAULT_MAX_MESSAGE_BYTES, KafkaConnection, decode_message
@@ -99,6 +99,8 @@ class ServiceSettings(BaseModel):
     partitions: int = Field(4, ge=1, description="for topics the service creates")
     replication_factor: int = Field(-1, description="for topics it creates; -1: broker default")
     incidents_out: Path | None = None
+    report_out: Path | None = None  # the HTML report of the watched runs, rewritten...
+    report_seconds: float = Field(30.0, gt=0)  # ...this often
     tick_seconds: float = Field(1.0, gt=0)
     commit_interval: float = Field(
         5.0, ge=0, description="seconds between offset commits and checkpoints (0: every batch)"
@@ -158,6 +160,13 @@ class Service:
                 ConsoleSink(console or sys.stdout, min_severity=settings.console_severity)
             )
         self._extra_sinks = list(sinks)
+        self._live = (
+            LiveReport(
+                settings.report_out, config=self.config, refresh_seconds=settings.report_seconds
+            )
+            if settings.report_out is not None
+            else None
+        )
         self._jsonl: JsonlSink | None = None
         self._consumer: Any = None
         self._outbox: Outbox | None = None
@@ -264,6 +273,7 @@ class Service:
         now = time.monotonic()
         last_message = now
         next_tick = now + s.tick_seconds
+        next_report = now + s.report_seconds
         own = self._ownership()
         while not stop.is_set():
             batch = self._consumer.poll(timeout_ms=poll_ms)
@@ -279,6 +289,9 @@ class Service:
             if now >= next_tick:
                 self._emit(self.monitor.tick(self.clock.time()))
                 next_tick = now + s.tick_seconds
+            if self._live is not None and now >= next_report:
+                self._live.write()
+                next_report = now + s.report_seconds
             due = self._due_for_commit(now)
             if due:
                 self._commit(stop, due)
@@ -286,6 +299,8 @@ class Service:
                 self._end_of_input()
                 break
         self._commit(stop)
+        if self._live is not None:
+            self._live.write()
         log.info("stopped: %s", self.counts.summary())
 
     # -- messages -----------------------------------------------------------------------------
@@ -329,10 +344,9 @@ class Service:
                 dirty.add(run_id)
                 counts.events += 1
                 counts.values += len(event.metrics)
-                updates = monitor.process(event, origin)
-                if event.tags and event.tags.get(FINISHED_TAG) == FINISHED_VALUE:
-                    # The sender closed normally: its run is over, not stalled.
-                    monitor.end_run(run_id)
+                updates = monitor.process(event, origin)  # reads the end-of-run marker too
+                if self._live is not None:
+                    self._live.observe(event)
                 if updates:
                     self._emit(updates)
             own.position[p] = records[-1].offset + 1
@@ -385,6 +399,8 @@ class Service:
             self.counts.incidents += 1
             for sink in self._sinks:
                 sink.send(inc)
+            if self._live is not None:
+                self._live.incident(inc)
             self._jsonl_dirty = True
             own.changed(inc.run_id)
             if s.incidents_topic and self._outbox is not None:

@@ -327,6 +327,20 @@ def test_live_incidents_equal_a_replay_of_the_same_file(
     assert all_committed(bootstrap, names.group, names.topic)
 
 
+def test_the_service_keeps_an_html_report_of_the_runs_it_watches(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    path, _ = simulated_file(tmp_path / "sim.jsonl", names.group, steps=120)
+    publish(bootstrap, names.topic, path)
+    report = tmp_path / "live.html"
+    run_ids = {event.run_id for event in FileSource(path)}
+    Service(settings(bootstrap, names, report_out=report), NO_STALLS).run(max_idle=3.0)
+    html = report.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") or html.lstrip().lower().startswith("<!doctype")
+    for run_id in run_ids:
+        assert run_id in html
+
+
 def test_a_restarted_service_continues_each_run_where_it_stopped(
     bootstrap: str, names: Names, tmp_path: Path
 ) -> None:
