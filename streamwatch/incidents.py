@@ -131,10 +131,11 @@ class IncidentBook:
     resolve_after: int
     remedies: dict[str, list[str]]
     open: dict[str, _Open] = field(default_factory=dict)
+    _fids: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def fire(self, finding: Finding, ts: float | None) -> Incident | None:
         """Record a finding; return the update to announce, or None if nothing new."""
-        fid = fingerprint(self.run_id, finding.kind, finding.indicator)
+        fid = self.fid(finding.kind, finding.indicator)
         current = self.open.get(fid)
         if current is not None:
             current.healthy = 0
@@ -165,7 +166,7 @@ class IncidentBook:
         """The check looked and saw health; resolve after enough of that in a row."""
         if not self.open:
             return None
-        fid = fingerprint(self.run_id, kind, indicator)
+        fid = self.fid(kind, indicator)
         current = self.open.get(fid)
         if current is None:
             return None
@@ -189,7 +190,15 @@ class IncidentBook:
         )
 
     def is_firing(self, kind: Kind, indicator: str) -> bool:
-        return fingerprint(self.run_id, kind, indicator) in self.open
+        return self.fid(kind, indicator) in self.open
+
+    def fid(self, kind: str, indicator: str) -> str:
+        """The fingerprint of this run's (kind, indicator), computed once."""
+        key = (kind, indicator)
+        fid = self._fids.get(key)
+        if fid is None:
+            fid = self._fids[key] = fingerprint(self.run_id, kind, indicator)
+        return fid
 
 
 def _round_floats(evidence: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from streamwatch.run import RunState
 
 __all__ = ["Monitor", "MonitorStats"]
 
-_SNAPSHOT_VERSION = 1
+_SNAPSHOT_VERSION = 2
 
 
 @dataclass

@@ -26,7 +26,7 @@ from streamwatch.checks import (
 )
 from streamwatch.config import EngineConfig
 from streamwatch.events import Problem
-from streamwatch.incidents import Finding, Incident, IncidentBook, Kind, Severity, fingerprint
+from streamwatch.incidents import Finding, Incident, IncidentBook, Kind, Severity
 from streamwatch.indicators import Indicator
 
 __all__ = ["RunState", "Series"]
@@ -312,7 +312,7 @@ class RunState:
             self.fire(gap)
             stalled = True
         if stalled:
-            fid = fingerprint(self.run_id, Kind.RUN_STALLED, "run")
+            fid = self.book.fid(Kind.RUN_STALLED, "run")
             update = self.book.resolve(fid, step, ts, "events arrive again")
             if update is not None:
                 self.out.append(update)
