@@ -36,17 +36,6 @@ KAFKA_SH = Path(__file__).resolve().parent.parent / "docker" / "kafka.sh"
 
 
 @pytest.fixture
-def bootstrap() -> str:
-    servers = os.environ.get("STREAMWATCH_BOOTSTRAP", "").strip()
-    if not servers:
-        pytest.skip(
-            "STREAMWATCH_BOOTSTRAP is not set: start a broker with `make kafka-up` "
-            "and export STREAMWATCH_BOOTSTRAP=127.0.0.1:19092"
-        )
-    return servers
-
-
-@pytest.fixture
 def topic(bootstrap: str) -> Iterator[str]:
     from kafka.admin import KafkaAdminClient
 

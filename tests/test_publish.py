@@ -55,17 +55,6 @@ def nowhere() -> str:
     return f"127.0.0.1:{free_port()}"
 
 
-@pytest.fixture
-def bootstrap() -> str:
-    servers = os.environ.get("STREAMWATCH_BOOTSTRAP", "").strip()
-    if not servers:
-        pytest.skip(
-            "STREAMWATCH_BOOTSTRAP is not set: start a broker with `make kafka-up` "
-            "and export STREAMWATCH_BOOTSTRAP=127.0.0.1:19092"
-        )
-    return servers
-
-
 def create_topic(servers: str, partitions: int = 3, name: str | None = None) -> str:
     from kafka.admin import KafkaAdminClient
 

@@ -59,17 +59,6 @@ NO_STALLS_TOML = '[engine]\ndisabled_kinds = ["run_stalled"]\n'
 # -- fixtures and helpers ---------------------------------------------------------------------
 
 
-@pytest.fixture
-def bootstrap() -> str:
-    servers = os.environ.get("STREAMWATCH_BOOTSTRAP", "").strip()
-    if not servers:
-        pytest.skip(
-            "STREAMWATCH_BOOTSTRAP is not set: start a broker with `make kafka-up` "
-            "and export STREAMWATCH_BOOTSTRAP=127.0.0.1:19092"
-        )
-    return servers
-
-
 @dataclass(frozen=True)
 class Names:
     topic: str
