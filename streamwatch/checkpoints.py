@@ -26,17 +26,16 @@ state is a pickle: only the service itself may write to the state topic (broker 
 from __future__ import annotations
 
 import logging
-import pickle
 import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamwatch.monitor import _SNAPSHOT_VERSION, Monitor
+from streamwatch.monitor import Monitor
 from streamwatch.sinks.kafka import HEADER_PREFIX, Outbox, OutRecord
 
-__all__ = ["Checkpoints", "Loaded", "RunCheckpoint", "open_snapshot"]
+__all__ = ["Checkpoints", "Loaded", "RunCheckpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +47,6 @@ _GROUP = HEADER_PREFIX + "group"
 _SEP = "\x1f"
 _READ_TIMEOUT_S = 120.0
 _CALL_TIMEOUT_MS = 60_000
-
-
-def open_snapshot(monitor: Monitor, run_id: str) -> bytes:
-    """A run's state as :meth:`Monitor.restore` reads it, without judging pending steps.
-
-    :meth:`Monitor.snapshot` first closes the steps still waiting for more sources, which is
-    right at the end of a run but changes detection when taken mid-stream (a step would be
-    judged on the ranks heard so far). A checkpoint must leave the run exactly as it is.
-    """
-    run = monitor.runs[run_id]
-    return pickle.dumps((_SNAPSHOT_VERSION, run), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +113,8 @@ class Checkpoints:
         self, monitor: Monitor, run_id: str, partition: int, offset: int, floor: int
     ) -> int:
         """Queue one run's state on the outbox; returns its size in bytes."""
-        blob = zlib.compress(open_snapshot(monitor, run_id), 1)
+        # mid-stream: a step waiting for more ranks stays open, the run exactly as it is
+        blob = zlib.compress(monitor.snapshot(run_id, close=False), 1)
         self.outbox.send(
             OutRecord(
                 self.state_topic,

@@ -89,11 +89,17 @@ class SpikeSettings(_Section):
 class HackingSettings(_Section):
     min_evals: int = Field(4, ge=3, description="held-out evaluations before judging")
     reference: int = Field(20, ge=3, description="evaluations in the held-out reference")
-    slack: float = Field(1.0, ge=0, description="CUSUM allowance, eval-noise sds per evaluation")
+    slack: float = Field(0.5, ge=0, description="CUSUM allowance, eval-noise sds per evaluation")
     threshold: float = Field(4.0, gt=0, description="CUSUM decision level, eval-noise sds")
     drop: float = Field(0.02, gt=0, description="and a held-out fall of at least this (absolute)")
     train_rise: float = Field(
         0.0, ge=-1, le=1, description="train reward gain since the reference, at least"
+    )
+    train_rise_sds: float = Field(
+        2.0, ge=0, description="...and more than this many sds of chance (smoothed train noise)"
+    )
+    noise_window: int = Field(
+        50, ge=3, description="second differences in the eval and train noise estimates"
     )
 
 

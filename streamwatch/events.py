@@ -216,6 +216,10 @@ def decode_event(
     set aside one by one, so a single bad metric does not lose the rest of the event. Returns
     the event (None when nothing usable is left) and the problems found.
     """
+    if type(obj) is dict and ("run_id" in obj or run_id is None):
+        event = _decode_plain(obj)
+        if event is not None:
+            return event, []
     if not isinstance(obj, dict):
         return None, [Problem(origin, f"expected a JSON object, got {type(obj).__name__}")]
     data = dict(obj)
@@ -240,6 +244,23 @@ def decode_event(
         problems = [Problem(origin, _explain(exc, data), rid, step)]
         return None, problems
     return event, problems
+
+
+def _decode_plain(obj: dict[str, Any]) -> Event | None:
+    """The common case, fast: every value a plain number, a whole step. None: take the
+    careful path, which reads the rest and explains what it cannot."""
+    metrics = obj.get("metrics")
+    if type(metrics) is not dict or not metrics or "" in metrics:
+        return None
+    if type(obj.get("step")) is not int:
+        return None
+    for value in metrics.values():
+        if type(value) is not float and type(value) is not int:  # bool is neither
+            return None
+    try:
+        return Event.model_validate(obj)
+    except ValidationError:
+        return None
 
 
 def _explain(exc: ValidationError, data: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from streamwatch.run import RunState
 
 __all__ = ["Monitor", "MonitorStats"]
 
-_SNAPSHOT_VERSION = 2
+_SNAPSHOT_VERSION = 3
 
 
 @dataclass
@@ -67,7 +67,7 @@ class Monitor:
             run.stall.ended = True
             self.stats.events += 1
             return self._drain((run,))
-        src = source_key(event.source)
+        src = source_key(event.source) if event.source is not None else ""
         metrics = event.metrics
         loss = run.bound.get(Indicator.LOSS)
         if loss is not None and metrics.get(loss) == 0.0:
@@ -94,12 +94,15 @@ class Monitor:
         stats.events += 1
         stats.values += len(metrics)
         stats.nonfinite += nonfinite
-        if event.ts is not None and event.ts > self.now:
-            self.now = event.ts
-            if self.now - self._swept >= self.sweep_seconds:
+        ts = event.ts
+        if ts is not None and ts > self.now:
+            self.now = ts
+            if ts - self._swept >= self.sweep_seconds:
                 self._sweep()
                 return self._drain(self.runs.values())
-        return self._drain((run,))
+        if run.out or run.problems:
+            return self._drain((run,))
+        return []
 
     def tick(self, now: float) -> list[Incident]:
         """Time passes without events (live service clock): check every run for stalls."""
@@ -126,11 +129,22 @@ class Monitor:
         return out
 
     # -- state ----------------------------------------------------------------------------
-    def snapshot(self, run_id: str) -> bytes:
-        """The complete detection state of one run, as bytes."""
+    def snapshot(self, run_id: str, *, close: bool = True) -> bytes:
+        """The complete detection state of one run, as bytes.
+
+        ``close`` first judges the steps still waiting for more sources (the run's input is
+        at an end: what is pending will not be completed). A live service saving state as it
+        goes passes ``close=False``: those steps stay open, and the restored run completes
+        them as the remaining sources report.
+        """
         run = self.runs[run_id]
-        run.close_all()
+        if close:
+            run.close_all()
         return pickle.dumps((_SNAPSHOT_VERSION, run), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def forget(self, run_id: str) -> None:
+        """Drop a run's state (another process owns it now); a later event starts it afresh."""
+        self.runs.pop(run_id, None)
 
     def restore(self, blob: bytes) -> str:
         """Install a run's state from :meth:`snapshot`; returns its run id."""

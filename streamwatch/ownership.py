@@ -134,7 +134,7 @@ class Ownership:
         if not gone:
             return
         for run_id in [r for r, p in self.run_partition.items() if p in gone]:
-            self.monitor.runs.pop(run_id, None)
+            self.monitor.forget(run_id)
             del self.run_partition[run_id]
             self.skip_below.pop(run_id, None)
             self._published.pop(run_id, None)

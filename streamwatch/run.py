@@ -40,6 +40,7 @@ _CORE = {
     Indicator.TOKEN_PROB,
 }
 _PER_SOURCE = {Indicator.STEP_TIME: True, Indicator.THROUGHPUT: False}
+_FEEDS_HACKING = {Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD}
 
 
 def make_checks(
@@ -84,6 +85,7 @@ class Series:
         "pending_values",
         "per_source",
         "solo",
+        "special",
         "straggler",
     )
 
@@ -109,6 +111,8 @@ class Series:
             if indicator in _PER_SOURCE
             else None
         )
+        # judged beyond its checks: the hacking check's inputs, the straggler check
+        self.special = indicator in _FEEDS_HACKING or self.straggler is not None
 
 
 @dataclass
@@ -233,7 +237,7 @@ class RunState:
             elif book.open:
                 for kind in check.kinds:
                     self._healthy(kind, s.name, step)
-        if s.indicator is not None:
+        if s.special:
             self._close_special(s, step, x)
 
     def _close_special(self, s: Series, step: int, x: float) -> None:
@@ -304,10 +308,10 @@ class RunState:
 
     def observe(self, step: int, ts: float | None) -> None:
         """Every event: note its time; a stalled run that speaks again is resolved."""
-        if ts is not None:
-            self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
+        if ts is not None and (self.last_ts is None or ts > self.last_ts):
+            self.last_ts = ts
         gap = self.stall.observe(step, ts)
-        stalled = self.book.open and self.book.is_firing(Kind.RUN_STALLED, "run")
+        stalled = bool(self.book.open) and self.book.is_firing(Kind.RUN_STALLED, "run")
         if gap is not None and not stalled:
             self.fire(gap)
             stalled = True

@@ -66,12 +66,6 @@ def test_no_false_alarm_before_onset(kind: str) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not met on seeds 0-29: seed 29 raises reward_hacking at step 340 (its held-out "
-    "drops 2 noise sds twice while train creeps up +0.013); 129 of 130 healthy runs over "
-    "seeds 0-29 and 300-399 are clean, and 30 of 30 on seeds 200-229",
-)
 def test_healthy_runs_raise_no_warning() -> None:
     score = scored_healthy()
     assert score.runs == len(SEEDS)

@@ -914,7 +914,6 @@ def test_doctests_of_the_kafka_modules() -> None:
 def test_a_checkpoint_taken_mid_step_continues_exactly(tmp_path: Path) -> None:
     """Checkpoints leave pending steps pending, so a restored run continues as if never cut,
     wherever the cut falls (Monitor.snapshot would judge the pending step early)."""
-    from streamwatch.checkpoints import open_snapshot
 
     path, run_ids = simulated_file(tmp_path / "sim.jsonl", "cut", steps=120)
     events = list(FileSource(path))
@@ -926,7 +925,7 @@ def test_a_checkpoint_taken_mid_step_continues_exactly(tmp_path: Path) -> None:
         got = [i.to_json() for e in events[:cut] for i in first.process(e)]
         second = Monitor(NO_STALLS)
         for run_id in run_ids:
-            second.restore(open_snapshot(first, run_id))
+            second.restore(first.snapshot(run_id, close=False))
         got += [i.to_json() for e in events[cut:] for i in second.process(e)]
         got += [i.to_json() for i in second.flush()]
         assert got == expected, cut

@@ -9,10 +9,11 @@ trend, so a generic change is reported at the configured severity (info by defau
 from __future__ import annotations
 
 import math
+from collections import deque
 from statistics import fmean, median
 
 from streamwatch.config import DriftSettings
-from streamwatch.detectors import LevelShift, Window
+from streamwatch.detectors import LevelShift
 from streamwatch.incidents import Finding, Kind, Severity
 
 _RECENT = 5
@@ -31,11 +32,11 @@ class DriftCheck:
         self.center = 0.0
         self.scale = 1.0
         self._adwin = LevelShift(delta=settings.delta, clock=settings.clock)
-        self._history = Window(_HISTORY)
+        self._history: deque[float] = deque(maxlen=_HISTORY)
         self._armed = 0
 
     def update(self, step: int, x: float) -> list[Finding]:
-        self._history.values.append(x)  # the engine passes finite values only
+        self._history.append(x)  # the engine passes finite values only
         if self._warm is not None:
             self._warm.append(x)
             if len(self._warm) == self.s.warmup:
@@ -49,7 +50,7 @@ class DriftCheck:
         if not self._armed:
             return []
         self._armed -= 1
-        values = list(self._history.values)
+        values = list(self._history)
         recent = fmean(values[-_RECENT:])
         before = median(values[:-_RECENT]) if len(values) > _RECENT else recent
         change = recent - before

@@ -2,14 +2,21 @@
 
 Held-out evaluations arrive every k steps, each with noise of its own. The check keeps a
 reference level (the median of recent evaluations, frozen while evidence of a fall
-accumulates) and a one-sided CUSUM of the held-out shortfall below it, in eval-noise sds
-(from the second differences of recent evaluations, which a rising curve does not
-inflate):
+accumulates) and a one-sided CUSUM of the held-out shortfall below it, in eval-noise sds:
 ``S = max(0, S + (reference - heldout) / noise - slack)``. S above ``threshold``, a fall of
-at least ``drop`` and a train reward that rose meanwhile (by ``train_rise``) is the Gao et al.
-signature of over-optimisation. A CUSUM weighs every evaluation since the fall began, so a
-steady decline is found in a few evaluations while a single bad one is not. A train score
-far above held-out is normal and is not judged.
+at least ``drop`` and a train reward that rose meanwhile, by ``train_rise`` and by more than
+``train_rise_sds`` sds of its own noise, is the Gao et al. signature of over-optimisation.
+A CUSUM weighs every evaluation since the fall began, so a steady decline is found in a few
+evaluations while a single bad one is not. A train score far above held-out is normal and is
+not judged.
+
+Noise, of evaluations and of the train reward alike, comes from second differences
+(``y[t] - 2 y[t-1] + y[t-2]`` has sd ``sqrt(6)`` x the noise for independent values, and a
+learning curve's slow bend adds almost nothing), as a root mean square over the last
+``noise_window`` values, each clipped at four robust sds so that one broken evaluation
+cannot inflate it. The median absolute deviation of 20 second differences, the obvious
+robust choice, swings 3x by chance (they are correlated), and its low swings were false
+alarms.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from streamwatch.detectors import Ewma, Window
 from streamwatch.incidents import Finding, Kind, Severity
 
 _MIN_NOISE = 1e-3
+_TRAIN_ALPHA = 0.3
 
 
 class HackingCheck:
@@ -28,12 +36,11 @@ class HackingCheck:
 
     def __init__(self, settings: HackingSettings) -> None:
         self.s = settings
-        self._train = Ewma(0.3)
+        self._train = Ewma(_TRAIN_ALPHA)
+        self._train_bends = Bends(settings.noise_window)
         self.evals = 0
         self._reference = Window(settings.reference)
-        self._bends = Window(settings.reference)  # second differences of evaluations
-        self._last = math.nan
-        self._last2 = math.nan
+        self._bends = Bends(settings.noise_window)
         self.train_at_reference = math.nan
         self.reference_step = -1
         self.cusum = 0.0
@@ -41,20 +48,20 @@ class HackingCheck:
 
     def train(self, x: float) -> None:
         self._train.update(x)
+        self._train_bends.update(x)
 
     def heldout(self, step: int, metric: str, y: float) -> list[Finding]:
         self.evals += 1
-        if math.isfinite(self._last2):
-            self._bends.update(y - 2.0 * self._last + self._last2)
-        self._last2, self._last = self._last, y
+        self._bends.update(y)
         train_now = self._train.value
         ready = self.evals >= self.s.min_evals and len(self._reference) >= 3
         if not ready or math.isnan(train_now):
             self._note_reference(step, y, train_now)
             return []
         reference = self._reference.median()
-        # two robust estimates, each swinging ~2x by chance on 20 values: trust the larger
-        noise = _noise(self._bends, self._reference)
+        noise = max(
+            self._bends.noise() if self._bends.ready else self._reference.robust_sd(), _MIN_NOISE
+        )
         if self.cusum == 0.0:
             self.since = step
         shortfall = reference - y
@@ -65,6 +72,12 @@ class HackingCheck:
         drop = shortfall
         train_gain = train_now - self.train_at_reference
         if self.cusum <= self.s.threshold or drop < self.s.drop or train_gain < self.s.train_rise:
+            return []
+        # two smoothed values far apart differ by chance with sd sqrt(2 alpha / (2 - alpha))
+        # x the train noise: a rise within that is no rise
+        train_noise = self._train_bends.noise() if self._train_bends.ready else 0.0
+        train_sd = train_noise * math.sqrt(2.0 * _TRAIN_ALPHA / (2.0 - _TRAIN_ALPHA))
+        if train_gain <= self.s.train_rise_sds * train_sd:
             return []
         severity = Severity.CRITICAL if drop > 3 * self.s.drop * 2 else Severity.WARNING
         return [
@@ -84,6 +97,7 @@ class HackingCheck:
                     "cusum_sds": self.cusum,
                     "train_reward": train_now,
                     "train_reward_at_reference": self.train_at_reference,
+                    "train_gain_sds": train_gain / train_sd if train_sd > 0 else math.inf,
                 },
                 onset_step=self.since,
             )
@@ -96,9 +110,32 @@ class HackingCheck:
         self.train_at_reference = train_now
 
 
-def _noise(bends: Window, reference: Window) -> float:
-    """Eval noise from second differences (sd of noise x sqrt(6) for independent
-    evaluations): blind to the learning curve's trend, which inflates a plain spread."""
-    if len(bends) >= 3:
-        return max(bends.robust_sd() / math.sqrt(6.0), _MIN_NOISE)
-    return max(reference.robust_sd(), _MIN_NOISE)
+class Bends:
+    """Noise of a series from its second differences: the clipped root mean square of the
+    last ``size`` of them, over sqrt(6)."""
+
+    __slots__ = ("_bends", "_last", "_last2")
+
+    def __init__(self, size: int) -> None:
+        self._bends = Window(size)
+        self._last = math.nan
+        self._last2 = math.nan
+
+    def update(self, y: float) -> None:
+        if not math.isfinite(y):
+            return
+        if math.isfinite(self._last2):
+            self._bends.update(y - 2.0 * self._last + self._last2)
+        self._last2, self._last = self._last, y
+
+    @property
+    def ready(self) -> bool:
+        return len(self._bends) >= 3
+
+    def noise(self) -> float:
+        values = self._bends.values
+        limit = 4.0 * self._bends.robust_sd()
+        total = 0.0
+        for b in values:
+            total += min(b * b, limit * limit)
+        return math.sqrt(total / len(values) / 6.0)

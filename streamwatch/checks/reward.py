@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from operator import mul
 
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window
@@ -29,17 +30,23 @@ _MIN_REFERENCE = 10
 def detrended_sd(values: deque[float]) -> float:
     """Sd of the residuals around the least-squares line through ``values`` (equally spaced).
 
+    From sums of the values' offsets from the first one, so that curves far from zero lose no
+    precision; inf when the squares overflow.
+
     >>> round(detrended_sd(deque([1.0, 2.0, 3.0, 4.0])), 12)
     0.0
+    >>> round(detrended_sd(deque([1.0, 3.0, 1.0, 3.0])), 12)
+    1.264911064067
     """
     n = len(values)
-    mid = (n - 1) / 2
-    mean = sum(values) / n
+    d = list(map(values[0].__rsub__, values))
+    total = sum(d)
     sxx = n * (n * n - 1) / 12
-    slope = sum((i - mid) * (v - mean) for i, v in enumerate(values)) / sxx
-    residuals = [v - mean - slope * (i - mid) for i, v in enumerate(values)]
-    sse = sum(r * r for r in residuals)  # r * r overflows to inf where r ** 2 would raise
-    return math.sqrt(sse / (n - 2))
+    sxy = sum(map(mul, range(n), d)) - (n - 1) / 2 * total  # sum of (i - mid) * d[i]
+    sse = sum(map(mul, d, d)) - total * total / n - sxy * sxy / sxx
+    if sse != sse:  # inf - inf: the squares overflowed
+        return math.inf
+    return math.sqrt(max(sse, 0.0) / (n - 2))
 
 
 class RewardCheck:

@@ -7,7 +7,6 @@ The cadence is the median gap between the run's recent step advances. The Monito
 from __future__ import annotations
 
 import math
-from statistics import median
 
 from streamwatch.config import StallSettings
 from streamwatch.detectors import Window
@@ -34,7 +33,8 @@ class StallCheck:
         if ts is None or not math.isfinite(ts):
             return None
         self.ended = False
-        gap = self.check(ts) if not math.isnan(self.last_ts) and ts > self.last_ts else None
+        # a gap shorter than the least limit needs no cadence (the common case: be quick)
+        gap = self.check(ts) if ts - self.last_ts > self.s.min_seconds else None
         if math.isnan(self.last_ts) or ts > self.last_ts:
             self.last_ts = ts
         if step > self.last_step:
@@ -47,15 +47,15 @@ class StallCheck:
     def cadence(self) -> float:
         if len(self._gaps) < self.s.min_steps - 1:
             return math.nan
-        return median(self._gaps.values)
+        return self._gaps.median()
 
     def check(self, now: float) -> Finding | None:
-        if self.ended:
+        silent = now - self.last_ts  # nan before the first event time
+        if self.ended or not silent > self.s.min_seconds:
             return None
         cadence = self.cadence()
-        if math.isnan(cadence) or math.isnan(self.last_ts):
+        if math.isnan(cadence):
             return None
-        silent = now - self.last_ts
         limit = max(self.s.factor * cadence, self.s.min_seconds)
         if silent <= limit:
             return None

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from streamwatch._json import loads
 from streamwatch.events import Event, Problem, decode_event
 
 __all__ = ["BOM", "ReadContext", "ReadStats"]
@@ -134,7 +135,7 @@ class ReadContext:
         Returns ``(True, value)``, or ``(False, None)`` after reporting why it cannot be read.
         """
         try:
-            return True, json.loads(raw)
+            return True, loads(raw)
         except UnicodeDecodeError as exc:
             reason = f"invalid UTF-8 at byte {exc.start}: {preview(raw)}"
         except json.JSONDecodeError as exc:

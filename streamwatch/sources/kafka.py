@@ -16,12 +16,12 @@ Rejected(reason='not_an_object', detail='expected a JSON object, got list')
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from streamwatch._json import loads
 from streamwatch.events import Event, Problem, decode_event
 
 __all__ = [
@@ -103,7 +103,7 @@ def decode_message(
             rejected=Rejected("oversized", f"{len(value):,} bytes, more than {max_bytes:,}")
         )
     try:
-        obj = json.loads(value)
+        obj = loads(value)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError
         return Decoded(rejected=Rejected("not_json", _clip(str(exc))))
     if not isinstance(obj, dict):
