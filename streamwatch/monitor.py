@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import pickle
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from streamwatch.config import Config, EngineConfig
@@ -104,11 +104,22 @@ class Monitor:
             return self._drain((run,))
         return []
 
-    def tick(self, now: float) -> list[Incident]:
-        """Time passes without events (live service clock): check every run for stalls."""
-        if now > self.now:
-            self.now = now
-        self._sweep()
+    def tick(self, now: float, heard: Mapping[str, float] | None = None) -> list[Incident]:
+        """Time passes without events: check every run for stalls.
+
+        ``heard``: when each run was last heard from, on the clock of ``now``. A live service
+        passes its own clock and the times it received each run's events, so silence is
+        measured on one clock, whatever the clocks of the training nodes say (a node ten
+        minutes behind would otherwise look ten minutes silent). Without it, silence is
+        ``now`` minus the run's newest event time.
+        """
+        if heard is None:
+            if now > self.now:
+                self.now = now
+            self._sweep()
+        else:
+            for run_id, run in self.runs.items():
+                run.check_stall(now, heard.get(run_id))
         return self._drain(self.runs.values())
 
     def flush(self) -> list[Incident]:

@@ -301,8 +301,8 @@ class RunState:
             if update is not None:
                 self.out.append(update)
 
-    def check_stall(self, now: float) -> None:
-        finding = self.stall.check(now)
+    def check_stall(self, now: float, heard: float | None = None) -> None:
+        finding = self.stall.check(now, heard)
         if finding is not None:
             self.fire(finding, now)
 

@@ -20,6 +20,7 @@ This module is the one place that reads the wall clock: the engine gets it throu
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import threading
 import time
@@ -152,7 +153,10 @@ class Service:
         self.settings = settings
         self.config = config or Config()
         self.clock: Clock = clock or SystemClock()
-        self.monitor = Monitor(self.config)
+        # stalls are judged on ticks of this process's clock only (see _tick): sweeps on event
+        # time would compare the clocks of different nodes
+        self.monitor = Monitor(self.config, sweep_seconds=math.inf)
+        self._heard: dict[str, float] = {}  # run id -> when its last event was received
         self.counts = ServiceCounts()
         self._sinks: list[Sink] = []
         if settings.console:
@@ -287,7 +291,7 @@ class Service:
                     self._deliver(stop)
             now = time.monotonic()
             if now >= next_tick:
-                self._emit(self.monitor.tick(self.clock.time()))
+                self._tick()
                 next_tick = now + s.tick_seconds
             if self._live is not None and now >= next_report:
                 self._live.write()
@@ -303,10 +307,23 @@ class Service:
             self._live.write()
         log.info("stopped: %s", self.counts.summary())
 
+    def _tick(self) -> None:
+        """Stall checks: each run's silence since its last event arrived, on this clock."""
+        now = self.clock.time()
+        runs = self.monitor.runs
+        heard = self._heard
+        if len(heard) > len(runs):  # runs handed to another process
+            self._heard = heard = {r: t for r, t in heard.items() if r in runs}
+        for run_id in runs:
+            heard.setdefault(run_id, now)  # restored from a checkpoint: silent from now on
+        self._emit(self.monitor.tick(now, heard))
+
     # -- messages -----------------------------------------------------------------------------
     def _process(self, batch: Mapping[Any, list[Any]]) -> None:
         monitor = self.monitor
         counts = self.counts
+        heard = self._heard
+        received = self.clock.time()
         max_bytes = self.settings.max_message_bytes
         own = self._ownership()
         run_partition = own.run_partition
@@ -341,6 +358,7 @@ class Service:
                     counts.skipped += 1
                     continue
                 run_partition[run_id] = p
+                heard[run_id] = received
                 dirty.add(run_id)
                 counts.events += 1
                 counts.values += len(event.metrics)

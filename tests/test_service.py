@@ -473,7 +473,8 @@ def test_stall_fires_on_the_service_clock_and_resolves_when_events_return(
         stalled = Incident.model_validate_json(jsonl_lines(out)[0])
         assert (stalled.kind, stalled.status.value, stalled.step) == ("run_stalled", "firing", 9)
         assert stalled.ts == clock.time()
-        assert stalled.evidence["silent_seconds"] == pytest.approx(1001.0)
+        # silence on the service's clock: from when the last event arrived
+        assert stalled.evidence["silent_seconds"] == pytest.approx(1000.0)
 
         produce(
             bootstrap, names.topic, [(b"slow", event_bytes("slow", 10, clock.time(), loss=1.0))]
@@ -485,6 +486,35 @@ def test_stall_fires_on_the_service_clock_and_resolves_when_events_return(
             "resolved",
             10,
         )
+    finally:
+        background.finish()
+
+
+def test_a_node_whose_clock_is_behind_is_not_taken_for_stalled(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """The training node's clock is 10 minutes behind the service's: its newest event looks
+    10 minutes old on arrival (the limit is 150 s) but the run is not silent. The stall is
+    reported once the service itself has heard nothing for longer than the limit."""
+    start = 1_700_000_000.0
+    steps = [(step, start + 30.0 * step) for step in range(10)]
+    produce(
+        bootstrap, names.topic, [(b"skew", event_bytes("skew", s, ts, loss=1.0)) for s, ts in steps]
+    )
+    clock = ManualClock(steps[-1][1] + 600.0)
+    out = tmp_path / "incidents.jsonl"
+    service = Service(settings(bootstrap, names, incidents_out=out, tick_seconds=0.05), clock=clock)
+    background = Background(service)
+    try:
+        wait_for(lambda: service.counts.events == len(steps), "the events")
+        clock.advance(100.0)  # still within the limit since the events arrived
+        time.sleep(0.5)  # ticks
+        assert jsonl_lines(out) == []
+        clock.advance(100.0)
+        wait_for(lambda: len(jsonl_lines(out)) == 1, "the stall")
+        stalled = Incident.model_validate_json(jsonl_lines(out)[0])
+        assert (stalled.kind, stalled.step) == ("run_stalled", 9)
+        assert stalled.evidence["silent_seconds"] == pytest.approx(200.0)
     finally:
         background.finish()
 

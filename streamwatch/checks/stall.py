@@ -1,7 +1,9 @@
-"""Run stalls: no events for several times the run's own cadence, judged on event time.
+"""Run stalls: no events for several times the run's own cadence.
 
-The cadence is the median gap between the run's recent step advances. The Monitor passes
-``now`` in: the newest event time it has seen (replay) or the service's clock (live).
+The cadence is the median gap between the run's recent step advances, in event time. In a
+replay, silence is event time too: the newest event time seen across runs, minus the run's
+newest. A live service measures silence on its own clock instead (now, minus when it last
+received one of the run's events), so a node whose clock is off is not taken for silent.
 """
 
 from __future__ import annotations
@@ -49,8 +51,12 @@ class StallCheck:
             return math.nan
         return self._gaps.median()
 
-    def check(self, now: float) -> Finding | None:
-        silent = now - self.last_ts  # nan before the first event time
+    def check(self, now: float, heard: float | None = None) -> Finding | None:
+        """Silent too long? ``heard``: when the run was last heard from on the clock of
+        ``now`` (a live service's own); by default its newest event time."""
+        if math.isnan(self.last_ts):  # no event time yet: no cadence either
+            return None
+        silent = now - (self.last_ts if heard is None else heard)
         if self.ended or not silent > self.s.min_seconds:
             return None
         cadence = self.cadence()
