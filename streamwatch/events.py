@@ -229,10 +229,26 @@ def decode_event(
     raw_step = data.get("step")
     step = raw_step if isinstance(raw_step, int) and not isinstance(raw_step, bool) else None
     if "metrics" not in data and "name" in data:
-        data["metrics"] = {str(data.pop("name")): data.pop("value", None)}
+        if "value" not in data:
+            name = _short(data["name"])
+            return None, [Problem(origin, f"metric {name} has no 'value'", rid, step)]
+        data["metrics"] = {str(data.pop("name")): data.pop("value")}
     if "metrics" not in data:
         return None, [Problem(origin, "no 'metrics' object and no 'name'/'value' pair", rid, step)]
     metrics, problems = _clean_metrics(data["metrics"], origin, rid, step)
+    if data.get("ts") is not None:
+        ts = to_float(data["ts"])
+        if ts is None or ts - ts != 0.0:  # not a number, or not finite
+            problems.append(
+                Problem(
+                    origin,
+                    f"'ts' {_short(data['ts'])} is not a time in seconds; the event is kept "
+                    "without it",
+                    rid,
+                    step,
+                )
+            )
+            del data["ts"]
     if not metrics:
         if not problems:
             problems.append(Problem(origin, "event carries no metrics", rid, step))
@@ -253,6 +269,9 @@ def _decode_plain(obj: dict[str, Any]) -> Event | None:
     if type(metrics) is not dict or not metrics or "" in metrics:
         return None
     if type(obj.get("step")) is not int:
+        return None
+    ts = obj.get("ts")
+    if ts is not None and ((type(ts) is not float and type(ts) is not int) or ts - ts != 0.0):
         return None
     for value in metrics.values():
         if type(value) is not float and type(value) is not int:  # bool is neither

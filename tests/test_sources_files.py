@@ -575,6 +575,40 @@ def test_wrong_types(tmp_path: Path) -> None:
     ]
 
 
+def test_a_bad_time_loses_the_time_not_the_event(tmp_path: Path) -> None:
+    text = (
+        '{"run_id": "r", "step": 1, "ts": "yesterday", "metrics": {"a": 1}}\n'
+        '{"run_id": "r", "step": 2, "ts": NaN, "metrics": {"a": 2}}\n'
+        '{"run_id": "r", "step": 3, "ts": 1700000000.5, "metrics": {"a": 3}}\n'
+    )
+    path = write(tmp_path, "t.jsonl", text)
+    events, source = read(path)
+    assert [(e.step, e.ts, e.metrics) for e in events] == [
+        (1, None, {"a": 1.0}),
+        (2, None, {"a": 2.0}),
+        (3, 1700000000.5, {"a": 3.0}),
+    ]
+    assert [str(p) for p in source.problems] == [
+        f"{path}:1, run 'r', step 1: 'ts' 'yesterday' is not a time in seconds; the event is "
+        "kept without it",
+        f"{path}:2, run 'r', step 2: 'ts' nan is not a time in seconds; the event is kept "
+        "without it",
+    ]
+
+
+def test_a_single_metric_without_a_value_is_set_aside(tmp_path: Path) -> None:
+    text = (
+        '{"run_id": "r", "step": 1, "name": "loss"}\n'
+        '{"run_id": "r", "step": 1, "name": "kl", "value": 0.1}\n'
+    )
+    path = write(tmp_path, "v.jsonl", text)
+    events, source = read(path)
+    assert [(e.step, e.metrics) for e in events] == [(1, {"kl": 0.1})]
+    assert [str(p) for p in source.problems] == [
+        f"{path}:1, run 'r', step 1: metric 'loss' has no 'value'"
+    ]
+
+
 def test_unknown_fields_are_ignored(tmp_path: Path) -> None:
     text = '{"run_id": "r", "step": 1, "metrics": {"a": 1}, "host_info": {"x": 1}, "v": 2}\n'
     events, source = read(write(tmp_path, "u.jsonl", text))

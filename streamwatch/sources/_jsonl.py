@@ -13,6 +13,7 @@ __all__ = ["read_streamwatch", "read_verl"]
 
 
 _SINGLE_FIELDS = ("name", "value")
+_NO_VALUE = object()
 #: A step's single-metric lines beyond this many start a new event (bounds memory).
 _MAX_GROUP = 10_000
 
@@ -46,7 +47,8 @@ class _Group:
         if not self._lines:
             self._key = key
         self._lines.append((lineno, obj))
-        self._values[name] = obj.get("value")
+        # a line without a value fails the joint validation, and is then named on its own
+        self._values[name] = obj.get("value", _NO_VALUE)
         return done
 
     def flush(self) -> Event | None:
