@@ -143,6 +143,12 @@ class RunState:
             if owner != metric:
                 indicator = None  # a second metric for the same indicator: generic checks
         checks = make_checks(indicator, indicator.value if indicator else metric, metric, self.cfg)
+        # token probability rising to 1 tells the entropy story again: with the entropy
+        # itself logged, it would only raise a second incident for the same collapse
+        if indicator is Indicator.TOKEN_PROB and Indicator.ENTROPY in self.bound:
+            checks = []
+        elif indicator is Indicator.ENTROPY and Indicator.TOKEN_PROB in self.bound:
+            self.series[self.bound[Indicator.TOKEN_PROB]].checks = []
         series = Series(metric, indicator, checks, self.cfg)
         self.series[metric] = series
         return series

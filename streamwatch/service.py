@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from streamwatch.checkpoints import Checkpoints
 from streamwatch.config import Config
+from streamwatch.events import is_finished
 from streamwatch.incidents import Incident, Severity
 from streamwatch.monitor import Monitor
 from streamwatch.ownership import Listener, Ownership
@@ -367,6 +368,8 @@ class Service:
                     self._live.observe(event)
                 if updates:
                     self._emit(updates)
+                if event.tags and is_finished(event):
+                    self._run_ended(run_id)
             own.position[p] = records[-1].offset + 1
         problems = monitor.drain_problems()
         if problems:
@@ -424,6 +427,13 @@ class Service:
             if s.incidents_topic and self._outbox is not None:
                 q = own.incidents_partition(inc.run_id)
                 self._outbox.send(incident_record(inc, s.incidents_topic, q, s.group, line))
+
+    def _run_ended(self, run_id: str) -> None:
+        """Tell the sinks that care (the alert dispatcher: no more reminders)."""
+        for sink in self._sinks:  # the extra sinks among them
+            ended = getattr(sink, "run_ended", None)
+            if ended is not None:
+                ended(run_id)
 
     def _end_of_input(self) -> None:
         """The input is over: judge pending steps, end every run (no stall checks after)."""

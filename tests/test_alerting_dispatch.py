@@ -191,6 +191,26 @@ def test_resolve_notices_follow_firing_ones(rx: RecordingReceiver, tmp_path: Pat
     assert [i["status"] for i in body["incidents"]] == ["firing", "resolved"]
 
 
+def test_a_finished_run_is_not_reminded_of_and_a_run_that_goes_on_is(
+    rx: RecordingReceiver, tmp_path: Path
+) -> None:
+    h = Harness(rx, tmp_path, repeat_interval=3600, routes=[{"receivers": ["hook"]}])
+    ended, live = incident("r1", "entropy_collapse"), incident("r2", "entropy_collapse")
+    # the end arrives before the first notice went out (group_wait): the notice still goes
+    h.d.send(ended)
+    h.d.run_ended("r1")
+    assert h.step(live) == [
+        ("hook", "entropy_collapse@r1", "firing"),
+        ("hook", "entropy_collapse@r2", "firing"),
+    ]
+    assert h.step(wait=3600) == [("hook", "entropy_collapse@r2", "firing")]
+    assert h.step(wait=3600) == [("hook", "entropy_collapse@r2", "firing")]
+    # a firing update after its end: the run went on (another rank, a restart)
+    spike = incident("r1", "metric_spike")
+    assert h.step(spike) == [("hook", "metric_spike@r1", "firing")]
+    assert ("hook", "metric_spike@r1", "firing") in h.step(wait=3600)
+
+
 def test_reminders_every_repeat_interval_while_firing(
     rx: RecordingReceiver, tmp_path: Path
 ) -> None:

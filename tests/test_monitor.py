@@ -180,13 +180,29 @@ def test_nan_mid_run_is_critical_at_its_step() -> None:
 def test_entropy_collapse_after_a_nan_is_still_detected() -> None:
     collapse = firing(seed5_run(nan_first=True), Kind.ENTROPY_COLLAPSE)
     assert collapse, "entropy collapse after the NaN episode was not detected"
-    assert {i.indicator for i in collapse} == {"entropy", "token_prob"}
+    assert {i.indicator for i in collapse} == {"entropy"}
     assert 200 <= collapse[0].step <= 230
     # the NaN episode neither delays nor changes it
     alone = firing(seed5_run(nan_first=False), Kind.ENTROPY_COLLAPSE)
     assert [(i.indicator, i.severity, i.step) for i in collapse] == [
         (i.indicator, i.severity, i.step) for i in alone
     ]
+
+
+def test_entropy_collapse_is_one_incident_and_token_probability_stands_in_for_entropy() -> None:
+    events = list(simulate_run(RunSpec("collapse", seed=5, faults=(COLLAPSE_AT_200,))))
+    both = firing(run_monitor(events), Kind.ENTROPY_COLLAPSE)
+    assert len({i.id for i in both}) == 1  # one incident, escalated, not one per signal
+    without_entropy = [
+        e.model_copy(update={"metrics": {k: v for k, v in e.metrics.items() if "entropy" not in k}})
+        for e in events
+    ]
+    logged = [e for e in events if "actor/entropy" in e.metrics]
+    assert logged and all("actor/mean_token_prob" in e.metrics for e in logged)
+    alone = firing(run_monitor(without_entropy), Kind.ENTROPY_COLLAPSE)
+    assert alone, "token probability heading to 1 alone was not taken for a collapse"
+    assert {i.indicator for i in alone} == {"token_prob"}
+    assert 200 <= alone[0].step <= 230
 
 
 # -- lifecycle --------------------------------------------------------------------------------

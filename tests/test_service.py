@@ -31,7 +31,7 @@ import pytest
 
 from streamwatch.cli_kafka import main as kafka_main
 from streamwatch.config import Config, EngineConfig
-from streamwatch.events import Event
+from streamwatch.events import Event, Source, finished_event
 from streamwatch.incidents import Incident
 from streamwatch.kafka_tools import _Pacer, record_topic
 from streamwatch.monitor import Monitor
@@ -515,6 +515,39 @@ def test_a_node_whose_clock_is_behind_is_not_taken_for_stalled(
         stalled = Incident.model_validate_json(jsonl_lines(out)[0])
         assert (stalled.kind, stalled.step) == ("run_stalled", 9)
         assert stalled.evidence["silent_seconds"] == pytest.approx(200.0)
+    finally:
+        background.finish()
+
+
+class EndedRuns:
+    """A sink that notes which runs the service said finished."""
+
+    def __init__(self) -> None:
+        self.ended: list[str] = []
+        self.incidents: list[Incident] = []
+
+    def send(self, inc: Incident) -> None:
+        self.incidents.append(inc)
+
+    def run_ended(self, run_id: str) -> None:
+        self.ended.append(run_id)
+
+
+def test_the_end_of_run_marker_reaches_the_sinks(bootstrap: str, names: Names) -> None:
+    """So that the alert dispatcher stops reminding of a finished run's open incidents."""
+    marker = finished_event("done", 3, 1_700_000_090.0, Source(host="n0", rank=0))
+    messages = [
+        (b"done", event_bytes("done", s, 1_700_000_000.0 + 30 * s, loss=1.0)) for s in range(3)
+    ]
+    messages += [(b"done", json.dumps(marker.to_json_dict()).encode())]
+    messages += [(b"on", event_bytes("on", 0, 1_700_000_000.0, loss=1.0))]
+    produce(bootstrap, names.topic, messages)
+    sink = EndedRuns()
+    service = Service(settings(bootstrap, names), sinks=[sink])
+    background = Background(service)
+    try:
+        wait_for(lambda: service.counts.events == len(messages), "the events")
+        assert sink.ended == ["done"]
     finally:
         background.finish()
 

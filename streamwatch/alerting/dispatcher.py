@@ -38,6 +38,7 @@ __all__ = ["CloseReport", "DecisionRecord", "Dispatcher"]
 
 log = logging.getLogger(__name__)
 _KEEP_RECORDS = 10_000
+_KEEP_ENDED = 10_000  # finished runs remembered (reminders off)
 _MAX_SLEEP = 0.5
 
 
@@ -136,6 +137,11 @@ class Dispatcher:
         }
         self._warn_orphan_spools()
         self._intake: deque[Incident] = deque(self._spill.take())
+        # runs that said they finished -> updates queued by then: reminders stop once routing
+        # has reached that point, and a later firing update (the run goes on) lifts it
+        self._ended: dict[str, int] = {}
+        self._queued = len(self._intake)  # updates taken in, in order
+        self._routed = 0  # ...and routed, in the same order
         self._cond = threading.Condition()
         self._state = threading.RLock()
         self._spilling = False
@@ -185,6 +191,7 @@ class Dispatcher:
             if self._closed:
                 raise RuntimeError("the alert dispatcher is closed")
             self.stats.received += 1
+            self._queued += 1
             if not self._spilling and len(self._intake) < self.config.delivery.intake_size:
                 self._intake.append(inc)
                 self._cond.notify()
@@ -192,6 +199,16 @@ class Dispatcher:
             self._spilling = True
             self.stats.spilled += 1
             self._spill.add(inc)
+
+    def run_ended(self, run_id: str) -> None:
+        """The run finished (its end-of-run marker): its incidents still firing are not
+        reminded of any more. Updates sent before this call are handled as usual."""
+        with self._cond:
+            self._ended.pop(run_id, None)
+            self._ended[run_id] = self._queued
+            while len(self._ended) > _KEEP_ENDED:
+                del self._ended[next(iter(self._ended))]
+            self._cond.notify()
 
     def close(self, timeout: float = 30.0) -> CloseReport:
         """Flush every group now and deliver; returns when all is delivered or spooled."""
@@ -229,6 +246,10 @@ class Dispatcher:
             silences = self.silences.current(now)
             for batch in self.groups.due(now):
                 self._emit(batch, now, silences)
+            with self._cond:
+                ended = {r for r, at in self._ended.items() if self._routed >= at}
+            if ended:
+                self.repeats.drop_runs(ended)
             for batch in self.repeats.due(now, self.config.repeat_interval):
                 self._remind(batch, now, silences)
 
@@ -265,6 +286,11 @@ class Dispatcher:
                 return
             for inc in batch:
                 self._route(inc, now)
+                with self._cond:
+                    self._routed += 1
+                    at = self._ended.get(inc.run_id)
+                    if at is not None and self._routed > at and inc.status is Status.FIRING:
+                        del self._ended[inc.run_id]  # fired after its end: the run goes on
 
     def _route(self, inc: Incident, now: float) -> None:
         self.firing.observe(inc, now)

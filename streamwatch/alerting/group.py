@@ -132,6 +132,11 @@ class RepeatBook:
     def drop(self, receiver: str, incident_id: str) -> None:
         self._sent.pop((receiver, incident_id), None)
 
+    def drop_runs(self, run_ids: set[str]) -> None:
+        """Forget the notified incidents of these runs: no reminders for them."""
+        for key in [k for k, e in self._sent.items() if e.incident.run_id in run_ids]:
+            del self._sent[key]
+
     def due(self, now: float, repeat_interval: float) -> list[Batch]:
         """Reminder batches, one per receiver and group. The caller decides on each update
         (silences, inhibition) and then calls :meth:`reminded`."""
