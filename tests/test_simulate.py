@@ -423,3 +423,10 @@ def test_a_long_run_is_fast() -> None:
     elapsed = time.perf_counter() - start
     assert count == 1 + 4 * 19_999
     assert elapsed < 10.0
+
+
+@pytest.mark.parametrize("kind", ["entropy_collapse", "length_collapse"])
+def test_a_late_fault_in_a_long_run_computes_cleanly(kind: str) -> None:
+    """No overflow warning from the steps long before the onset (warnings are errors)."""
+    events = simulate_run(RunSpec("long", seed=1, steps=20_000, faults=(Fault(kind, 15_000, 3.0),)))
+    assert sum(1 for _ in events) > 20_000

@@ -103,7 +103,8 @@ class _Ctx:
 
     def exp_ramp(self, tau: float) -> Array:
         """0 before the onset, then 1 - exp(-(dt + 1) / tau)."""
-        out: Array = np.where(self.after, -np.expm1(-(self.dt + 1.0) / tau), 0.0)
+        since = np.maximum(self.dt + 1.0, 0.0)  # before the onset: 0 (exp of huge numbers)
+        out: Array = np.where(self.after, -np.expm1(-since / tau), 0.0)
         return out
 
     def lin_ramp(self, steps: float) -> Array:
