@@ -10,6 +10,8 @@
    Rates are measured from the first to the last message. For scale, the same messages are
    also decoded and run through a Monitor in process, without Kafka: the ceiling the
    service can approach on this machine.
+   Scaling out: the same topic read again by two Service processes in one group (the
+   partitions, and so the runs, shared between them).
 2. Latency: a separate producer process sends ``--rate`` events/s for ``--seconds`` to a fresh
    topic, each stamped with its send time as ``ts``; every 25th step of each run carries a
    NaN loss, so non-finite incidents fire (and resolve) all along. An incident carries the
@@ -161,6 +163,54 @@ def service_consume(bootstrap: str, topic: str, events: int, tag: str) -> tuple[
     return done / elapsed, (counts.values - first_values) / elapsed
 
 
+def _group_member(
+    bootstrap: str, topic: str, tag: str, done: Any, ready: Any, go: Any, stop: Any
+) -> None:
+    """Runs in its own process: one Service of the group, its event count shared."""
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    service = Service(service_settings(bootstrap, topic, tag), Config())
+    ready.release()
+    go.wait()  # all members join together: one assignment, no rebalance mid-measurement
+    halt = threading.Event()
+    thread = threading.Thread(target=service.run, args=(halt,), daemon=True)
+    thread.start()
+    while not stop.is_set():
+        done.value = service.counts.events
+        time.sleep(0.005)
+    halt.set()
+    thread.join()
+
+
+def group_consume(bootstrap: str, topic: str, events: int, tag: str, members: int) -> float:
+    """Events per second of ``members`` Service processes sharing the topic in one group."""
+    context = multiprocessing.get_context("spawn")
+    stop, go, ready = context.Event(), context.Event(), context.Semaphore(0)
+    counts = [context.Value("q", 0) for _ in range(members)]
+    procs = [
+        context.Process(
+            target=_group_member, args=(bootstrap, topic, tag, c, ready, go, stop), daemon=True
+        )
+        for c in counts
+    ]
+    for proc in procs:
+        proc.start()
+    for _ in procs:
+        ready.acquire()
+    go.set()
+    while sum(c.value for c in counts) == 0:
+        time.sleep(0.005)
+    first, first_events = time.perf_counter(), sum(c.value for c in counts)
+    while sum(c.value for c in counts) < events:
+        time.sleep(0.005)
+    elapsed = time.perf_counter() - first
+    stop.set()
+    for proc in procs:
+        proc.join(60)
+    return float(events - first_events) / elapsed
+
+
 def steady_producer(bootstrap: str, topic: str, rate: int, seconds: float, runs: int) -> None:
     """Runs in its own process: ``rate`` events/s, each ``ts`` = its send time."""
     from kafka import KafkaProducer
@@ -258,11 +308,17 @@ def main() -> int:
     print(f"topic: {args.events:,} events x {args.metrics} metrics, {size / 2**20:.1f} MiB")
     raw = raw_consume(kwargs, topic, args.events)
     events_s, values_s = service_consume(args.bootstrap_servers, topic, args.events, tag)
+    members = 2
+    group_s = group_consume(args.bootstrap_servers, topic, args.events, f"{tag}-g", members)
     decode, ceiling = in_process(values)
     print(f"raw kafka-python consumer (no decoding): {raw:>9,.0f} messages/s")
     print(
         f"service, end to end:                     {events_s:>9,.0f} events/s "
         f"({values_s:,.0f} values/s)"
+    )
+    print(
+        f"{f'{members} service processes, one group:':<41}{group_s:>9,.0f} events/s "
+        f"({group_s / raw:.0%} of the raw consumer; {os.cpu_count()} cpus, the broker's too)"
     )
     print(f"in process, no Kafka: decoding alone     {decode:>9,.0f} events/s")
     print(f"in process, no Kafka: decoding + engine  {ceiling:>9,.0f} events/s")
