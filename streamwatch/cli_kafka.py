@@ -124,6 +124,14 @@ def add_commands(subparsers: Any) -> None:
     _opt(r, "--tick-seconds", "stall checks every this many seconds", 1.0, type=float, metavar="S")
     _opt(
         r,
+        "--status-seconds",
+        "log throughput, runs and consumer lag this often",
+        60.0,
+        type=float,
+        metavar="S",
+    )
+    _opt(
+        r,
         "--commit-interval",
         "seconds between offset commits and checkpoints (0: every poll batch)",
         5.0,
@@ -278,6 +286,7 @@ def _run(args: argparse.Namespace) -> int:
         report_out=args.report_out,
         report_seconds=args.report_seconds,
         tick_seconds=args.tick_seconds,
+        status_seconds=args.status_seconds,
         commit_interval=args.commit_interval,
         max_message_bytes=args.max_message_bytes,
         session_timeout_ms=args.session_timeout_ms,

@@ -104,6 +104,7 @@ class ServiceSettings(BaseModel):
     report_out: Path | None = None  # the HTML report of the watched runs, rewritten...
     report_seconds: float = Field(30.0, gt=0)  # ...this often
     tick_seconds: float = Field(1.0, gt=0)
+    status_seconds: float = Field(60.0, gt=0, description="between status lines (rate, lag)")
     commit_interval: float = Field(
         5.0, ge=0, description="seconds between offset commits and checkpoints (0: every batch)"
     )
@@ -126,6 +127,7 @@ class ServiceCounts:
     restored_runs: int = 0
     commits: int = 0
     checkpoint_bytes: int = 0
+    lag: int = 0  # messages of the owned partitions not yet read, at the last status
 
     def summary(self) -> str:
         return (
@@ -137,6 +139,18 @@ class ServiceCounts:
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+
+@dataclass(slots=True)
+class _Status:
+    """Where the last status line left off."""
+
+    at: float
+    events: int
+    lag: int = 0
+
+    def due(self, interval: float) -> float:
+        return self.at + interval
 
 
 class Service:
@@ -279,6 +293,7 @@ class Service:
         last_message = now
         next_tick = now + s.tick_seconds
         next_report = now + s.report_seconds
+        status = _Status(now, self.counts.events)
         own = self._ownership()
         while not stop.is_set():
             batch = self._consumer.poll(timeout_ms=poll_ms)
@@ -294,6 +309,8 @@ class Service:
             if now >= next_tick:
                 self._tick()
                 next_tick = now + s.tick_seconds
+            if now >= status.due(s.status_seconds):
+                self._status(status, now)
             if self._live is not None and now >= next_report:
                 self._live.write()
                 next_report = now + s.report_seconds
@@ -307,6 +324,50 @@ class Service:
         if self._live is not None:
             self._live.write()
         log.info("stopped: %s", self.counts.summary())
+
+    def lag(self) -> dict[int, int]:
+        """Messages not yet read, per owned partition (from the high watermarks the last
+        fetches reported; partitions with nothing fetched yet are left out)."""
+        own = self._ownership()
+        out = {}
+        for p in sorted(own.owned):
+            high = self._consumer.highwater(TopicPartition(self.settings.topic, p))
+            position = own.position.get(p)
+            if high is not None and position is not None:
+                out[p] = max(0, high - position)
+        return out
+
+    def _status(self, status: _Status, now: float) -> None:
+        """A status line; a warning when the unread input is more than a status interval of
+        work (incidents come late: a backlog after downtime, or input faster than this
+        process can judge)."""
+        lag = sum(self.lag().values())
+        events = self.counts.events
+        rate = (events - status.events) / max(now - status.at, 1e-9)
+        runs = self.monitor.runs
+        firing = sum(len(r.book.open) for r in runs.values())
+        log.info(
+            "%.0f events/s over the last %.0f s; %d runs watched, %d incidents firing; "
+            "%d messages not yet read",
+            rate,
+            now - status.at,
+            len(runs),
+            firing,
+            lag,
+        )
+        if lag and rate > 0 and lag / rate > self.settings.status_seconds:
+            log.warning(
+                "falling behind: %d messages not yet read (%+d since the last status), about "
+                "%.0f s of work at %.0f events/s: incidents come that late. More processes in "
+                "group %s share the partitions (up to one per partition)",
+                lag,
+                lag - status.lag,
+                lag / rate,
+                rate,
+                self.settings.group,
+            )
+        self.counts.lag = lag
+        status.at, status.events, status.lag = now, events, lag
 
     def _tick(self) -> None:
         """Stall checks: each run's silence since its last event arrived, on this clock."""

@@ -552,6 +552,75 @@ def test_the_end_of_run_marker_reaches_the_sinks(bootstrap: str, names: Names) -
         background.finish()
 
 
+# -- status and lag ---------------------------------------------------------------------------
+
+
+def status_lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "streamwatch.service" and r.levelno == level
+    ]
+
+
+def test_status_lines_report_rate_runs_and_lag(
+    bootstrap: str, names: Names, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="streamwatch.service")
+    messages = [
+        (run.encode(), event_bytes(run, step, 1_700_000_000.0 + step, loss=1.0))
+        for step in range(100)
+        for run in ("a", "b", "c")
+    ]
+    produce(bootstrap, names.topic, messages)
+    service = Service(settings(bootstrap, names, status_seconds=0.2))
+    background = Background(service)
+    try:
+        wait_for(lambda: service.counts.events == len(messages), "the events")
+        wait_for(
+            lambda: any(
+                "3 runs watched" in line and line.endswith("0 messages not yet read")
+                for line in status_lines(caplog, logging.INFO)
+            ),
+            "a status line after catching up",
+        )
+        assert sum(service.lag().values()) == 0
+        assert service.lag(), "no partition with a known high watermark"
+    finally:
+        background.finish()
+
+
+def test_a_service_far_behind_its_input_says_so(
+    bootstrap: str, names: Names, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A backlog of wide events (1,000 metrics each) takes longer to judge than a status
+    interval: the service warns that incidents come late, then catches up."""
+    caplog.set_level(logging.INFO, logger="streamwatch.service")
+    metrics = {f"m/{i}": float(i) for i in range(1000)}
+    messages = [
+        (
+            b"wide",
+            json.dumps(
+                Event(run_id="wide", step=step, ts=1.7e9 + step, metrics=metrics).to_json_dict()
+            ).encode(),
+        )
+        for step in range(600)
+    ]
+    produce(bootstrap, names.topic, messages)
+    service = Service(settings(bootstrap, names, status_seconds=0.2))
+    background = Background(service)
+    try:
+        wait_for(lambda: bool(status_lines(caplog, logging.WARNING)), "the warning")
+        warning = status_lines(caplog, logging.WARNING)[0]
+        assert warning.startswith("falling behind: ")
+        assert f"group {names.group}" in warning
+        unread = int(warning.split()[2])
+        assert 0 < unread < len(messages)
+        wait_for(lambda: service.counts.events == len(messages), "catching up")
+    finally:
+        background.finish()
+
+
 # -- signals ----------------------------------------------------------------------------------
 
 
