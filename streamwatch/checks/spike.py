@@ -7,6 +7,8 @@ step), do not count: the median and MAD of the window ignore them.
 
 from __future__ import annotations
 
+import math
+
 from streamwatch.config import SpikeSettings
 from streamwatch.detectors import Persistence, Window
 from streamwatch.incidents import Finding, Kind, Severity
@@ -28,10 +30,14 @@ class SpikeCheck:
         if not w.full:
             w.update(x)
             return []
-        med, sd = w.median_and_sd()
-        sd = max(sd, 1e-12)
+        med = w.median()
         dist = abs(x - med)
-        spike = dist > self.s.robust_z * sd and dist > (self.s.factor - 1.0) * abs(med)
+        # the size test first: it is cheap, and most values fail it (no spread needed then)
+        spike = dist > (self.s.factor - 1.0) * abs(med)
+        sd = math.nan
+        if spike:
+            sd = max(w.robust_sd(), 1e-12)
+            spike = dist > self.s.robust_z * sd
         w.update(x)
         if spike and self._spiking.streak == 0:
             self.first_step = step

@@ -60,7 +60,7 @@ class Window:
             return (self.median(), math.nan)
         m = _median(ordered)
         # below the median the deviations fall, above it they rise: sorted() merges the runs
-        return m, 1.4826 * _median(sorted(map(abs, map(m.__rsub__, ordered))))
+        return m, 1.4826 * _median(sorted([abs(v - m) for v in ordered]))
 
 
 def _median(ordered: list[float]) -> float:
