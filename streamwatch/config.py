@@ -73,6 +73,10 @@ class LengthSettings(_Section):
         1.5, gt=1, description="warning if it grew this much in the window"
     )
     explosion_ratio: float = Field(2.0, gt=1, description="critical above ref x this while growing")
+    explosion_long_window: int = Field(
+        30, ge=2, description="a slower explosion: steps over which length..."
+    )
+    explosion_long_growth: float = Field(2.0, gt=1, description="...grew this much (warning)")
     collapse_ratio: float = Field(0.5, gt=0, lt=1, description="warning below the peak x this")
     truncation_warning: float = Field(0.3, gt=0, lt=1, description="smoothed clip ratio")
     truncation_critical: float = Field(0.7, gt=0, le=1)

@@ -3,8 +3,10 @@
 Healthy length drifts slowly (it may grow 2x over thousands of steps). An explosion grows
 fast: the check measures growth of the smoothed length over a window and feeds river's
 Page-Hinkley with the per-step log growth in noise-sd units, so only a sustained climb
-accumulates. A collapse falls far below the run's peak. Truncation saturation is the clip
-ratio heading to 1: every completion hits the max length and the run learns nothing.
+accumulates; a slower one is a length that doubled within ``explosion_long_window`` steps
+(healthy simulated runs grow at most 1.24x in 30 steps, the real runs 1.06x). A collapse
+falls far below the run's peak. Truncation saturation is the clip ratio heading to 1: every
+completion hits the max length and the run learns nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class LengthCheck:
         self.ref = math.nan
         self._smooth = Ewma(settings.smoothing)
         self._recent: deque[float] = deque(maxlen=settings.growth_window + 1)
+        self._long: deque[float] = deque(maxlen=settings.explosion_long_window + 1)
         self._steps = Window(30)
         self._last_log = math.nan
         self._shift = SustainedShift("up")
@@ -54,6 +57,7 @@ class LengthCheck:
         ph = self._shift.update(step_growth / noise)
         self._steps.update(step_growth)
         self._recent.append(smooth)
+        self._long.append(smooth)
         self.peak = max(self.peak, smooth)
         found = []
         explosion = self._judge_explosion(step, x, smooth, ph)
@@ -71,6 +75,11 @@ class LengthCheck:
             why = f"grew {growth:.2f}x in {len(self._recent) - 1} steps"
         elif ph and growth >= 1.0 + (self.s.explosion_growth - 1.0) / 2:
             why = f"is climbing steadily ({growth:.2f}x in {len(self._recent) - 1} steps)"
+        elif smooth >= self.s.explosion_long_growth * min(self._long):
+            low = min(self._long)
+            since = len(self._long) - 1 - self._long.index(low)
+            growth = smooth / low
+            why = f"grew {growth:.2f}x in {since} steps"
         else:
             return None
         severity = Severity.CRITICAL if to_ref >= self.s.explosion_ratio else Severity.WARNING
