@@ -347,7 +347,7 @@ class Service:
         runs = self.monitor.runs
         firing = sum(len(r.book.open) for r in runs.values())
         log.info(
-            "%.0f events/s over the last %.0f s; %d runs watched, %d firing incident(s); "
+            "%.0f events/s over the last %.0f s; %d run(s) watched, %d firing incident(s); "
             "%d messages not yet read",
             rate,
             now - status.at,

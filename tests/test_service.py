@@ -579,7 +579,7 @@ def test_status_lines_report_rate_runs_and_lag(
         wait_for(lambda: service.counts.events == len(messages), "the events")
         wait_for(
             lambda: any(
-                "3 runs watched" in line and line.endswith("0 messages not yet read")
+                "3 run(s) watched" in line and line.endswith("0 messages not yet read")
                 for line in status_lines(caplog, logging.INFO)
             ),
             "a status line after catching up",
