@@ -6,7 +6,7 @@ VENV ?= .venv
 
 LINTED := streamwatch tests benchmarks $(wildcard producers)
 
-.PHONY: setup lint typecheck test check demo bench clean
+.PHONY: setup lint typecheck test check demo bench examples clean
 
 setup: $(VENV)/.installed
 
@@ -31,8 +31,24 @@ check: lint typecheck test
 demo: setup
 	$(VENV)/bin/streamwatch demo
 
+# every benchmark; service.py (and publish_cost.py's broker-up half) need `make kafka-up`
 bench: setup
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/detection.py
+	$(PY) benchmarks/throughput.py
+	$(PY) benchmarks/alerting.py
+	$(PY) benchmarks/report.py
+	$(PY) benchmarks/publish_cost.py
+	$(PY) benchmarks/service.py
+
+# the recorded logs under examples/logs (seeded: the same bytes every time)
+EXAMPLE_RUN := $(VENV)/bin/streamwatch simulate --runs 1 --steps 200 --seed 7
+examples: setup
+	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 -o examples/logs/healthy.jsonl
+	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --fault entropy_collapse@120 -o examples/logs/entropy_collapse.jsonl
+	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --fault reward_hacking@120 -o examples/logs/reward_hacking.jsonl
+	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --fault length_explosion@120 -o examples/logs/length_explosion.jsonl
+	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --fault nonfinite_metric@120 -o examples/logs/nonfinite_metric.jsonl
+	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 4 --fault rank_straggler@120 -o examples/logs/rank_straggler.jsonl
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

@@ -102,3 +102,27 @@ def test_no_secret_leaks_anywhere(
     leaks = {t[:200]: _leaks(t) for t in texts if _leaks(t)}
     assert leaks == {}
     assert any("127.0.0.1" in r.getMessage() for r in caplog.records)  # scheme+host only
+
+
+def test_receiver_secrets_can_come_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamwatch.alerting.config import load_alerting_config
+
+    path = tmp_path / "streamwatch.toml"
+    path.write_text(
+        "[[alerting.receivers]]\n"
+        'name = "hook"\ntype = "webhook"\n'
+        'url = "${HOOK_URL}"\nsecret = "${HOOK_SECRET}"\n'
+    )
+    monkeypatch.setenv("HOOK_URL", f"https://alerts.example.com/{TOKEN}")
+    monkeypatch.setenv("HOOK_SECRET", SECRET)
+    (receiver,) = load_alerting_config(path).receivers
+    assert receiver.url.get_secret_value() == f"https://alerts.example.com/{TOKEN}"
+    assert receiver.secret is not None and receiver.secret.get_secret_value() == SECRET
+
+    monkeypatch.delenv("HOOK_SECRET")
+    with pytest.raises(AlertingConfigError) as err:
+        load_alerting_config(path)
+    assert "environment variable HOOK_SECRET is not set" in str(err.value)
+    assert _leaks(str(err.value)) == []

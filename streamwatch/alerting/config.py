@@ -26,7 +26,7 @@ An example::
     [[alerting.receivers]]
     name = "slack"
     type = "slack"
-    url = "https://hooks.slack.com/services/..."
+    url = "${SLACK_WEBHOOK_URL}"   # from the environment; a literal URL works too
 
     [[alerting.routes]]
     receivers = ["slack"]
@@ -37,13 +37,23 @@ An example::
 from __future__ import annotations
 
 import json
+import os
+import re
 import string
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from streamwatch.incidents import KINDS, Severity
 
@@ -59,6 +69,8 @@ __all__ = [
     "check_url",
     "load_alerting_config",
 ]
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 #: Fields a link template may use, e.g. ``https://wandb.ai/team/proj/runs/{run_id}``.
 LINK_FIELDS = frozenset({"run_id", "kind", "indicator", "metric", "severity", "step", "id"})
@@ -109,6 +121,20 @@ class Receiver(_Section):
     send_resolved: bool = True
     timeout: float | None = Field(None, gt=0, description="seconds; default delivery.timeout")
     link: str | None = Field(None, description="run link template; default templates.link")
+
+    @field_validator("url", "secret", mode="before")
+    @classmethod
+    def _from_environment(cls, value: object) -> object:
+        """``"${NAME}"``: the value of environment variable NAME (keeps secrets out of the
+        config file)."""
+        if isinstance(value, str):
+            match = _ENV_REF.fullmatch(value.strip())
+            if match is not None:
+                name = match.group(1)
+                if name not in os.environ:
+                    raise ValueError(f"environment variable {name} is not set")
+                return os.environ[name]
+        return value
 
     @model_validator(mode="after")
     def _valid(self) -> Receiver:
