@@ -127,9 +127,10 @@ class NotAFloat:
 # ---------------------------------------------------------------------- no broker needed
 
 
-def test_import_is_light() -> None:
+@pytest.mark.parametrize("module", ["streamwatch.publish", "streamwatch.integrations.hf"])
+def test_import_is_light(module: str) -> None:
     code = (
-        "import streamwatch.publish, sys\n"
+        f"import {module}, sys\n"
         "heavy = ('river', 'numpy', 'pydantic', 'kafka')\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in heavy)\n"
         "assert not loaded, loaded\n"
@@ -471,3 +472,33 @@ def test_what_is_buffered_at_exit_is_sent_without_close(bootstrap: str, topic: s
     events = [json.loads(r.value) for r in read_topic(bootstrap, topic)]
     assert [e["step"] for e in events] == [0, 1, 2, 3, 4]
     assert not any(is_finished_marker(e) for e in events)  # a run that just exits is not done
+
+
+# ------------------------------------------------------------ the Trainer callback
+
+
+@pytest.mark.kafka
+@KAFKA_WARNINGS
+def test_trainer_callback_publishes_the_main_process_logs(bootstrap: str, topic: str) -> None:
+    """The hooks as a Hugging Face Trainer calls them (args, state, control, logs)."""
+    from types import SimpleNamespace
+
+    from streamwatch.integrations.hf import StreamwatchCallback
+
+    main = StreamwatchCallback(bootstrap, "grpo-hf", topic=topic, rank=0)
+    other = StreamwatchCallback(bootstrap, "grpo-hf", topic=topic, rank=1)
+    for step in (10, 20):
+        logs = {"loss": 0.5, "reward": 0.8, "learning_rate": 1e-6, "note": "x", "flag": True}
+        main.on_log(None, SimpleNamespace(global_step=step, is_world_process_zero=True), None, logs)
+        other.on_log(
+            None, SimpleNamespace(global_step=step, is_world_process_zero=False), None, logs
+        )
+    main.on_log(None, SimpleNamespace(global_step=20, is_world_process_zero=True), None, {})
+    assert other.publisher is None  # never created on other processes
+    main.on_train_end(None, SimpleNamespace(global_step=20), None)
+
+    events = [json.loads(r.value) for r in read_topic(bootstrap, topic)]
+    assert [e["step"] for e in events] == [10, 20, 20]
+    assert events[0]["metrics"] == {"loss": 0.5, "reward": 0.8, "learning_rate": 1e-6}
+    assert events[0]["source"]["rank"] == 0
+    assert is_finished_marker(events[-1])
