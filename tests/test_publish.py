@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import random
 import shutil
 import socket
 import statistics
@@ -311,10 +312,10 @@ class OwnBroker:
     """A broker of this test's own (docker/kafka.sh with its own state directory and ports)."""
 
     def __init__(self, state: Path) -> None:
-        self.port = free_port()
-        controller = free_port()
+        self.port = listen_port()
+        controller = listen_port()
         while controller == self.port:
-            controller = free_port()
+            controller = listen_port()
         self.env = {
             **os.environ,
             "KAFKA_STATE_DIR": str(state),
@@ -331,14 +332,31 @@ class OwnBroker:
                 shutil.copytree(shared, state / "lib")
 
     def run(self, command: str) -> None:
-        subprocess.run(
+        done = subprocess.run(
             ["bash", str(KAFKA_SH), command],
             env=self.env,
-            check=True,
             timeout=180,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
+        if done.returncode:
+            tail = done.stderr.decode(errors="replace")[-3000:]
+            raise AssertionError(f"kafka.sh {command} exited {done.returncode}:\n{tail}")
+
+
+def listen_port() -> int:
+    """A free port below Linux's ephemeral range (32768-60999), so that no outgoing
+    connection of this test session takes it before the broker listens on it."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20_000, 32_000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 @pytest.fixture
