@@ -788,8 +788,9 @@ def test_two_services_one_killed_every_event_processed_no_update_twice(
 
     services: list[subprocess.Popen[str]] = []
     logs = [tmp_path / f"service{i}.log" for i in range(2)]
-    for i, log_path in enumerate(logs):
-        with log_path.open("w") as log_file:
+
+    def start(i: int) -> None:
+        with logs[i].open("w") as log_file:
             args = [
                 *names.run_args(bootstrap),
                 "--config",
@@ -803,7 +804,7 @@ def test_two_services_one_killed_every_event_processed_no_update_twice(
                 "--session-timeout-ms",
                 "6000",
                 "--max-idle",
-                "20",
+                "30",
                 "--client-id",
                 f"service{i}",
                 "--quiet",
@@ -816,8 +817,14 @@ def test_two_services_one_killed_every_event_processed_no_update_twice(
                     text=True,
                 )
             )
+
     producers: list[subprocess.Popen[str]] = []
     try:
+        # one after the other: once, with both joining a new group at the same instant, one
+        # got no assignment at all within 20 s; joining a running group is what this tests
+        start(0)
+        wait_for(lambda: _owned(logs[0]) == list(range(partitions)), "the first service")
+        start(1)
         wait_for(
             lambda: all((o := _owned(p)) is not None and len(o) == 2 for p in logs),
             "both services to own two partitions",
