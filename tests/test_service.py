@@ -452,20 +452,31 @@ def test_unusable_messages_go_to_the_dead_letter_topic_with_the_reason(
 # -- stalls on an injected clock --------------------------------------------------------------
 
 
-def test_stall_fires_on_the_service_clock_and_resolves_when_events_return(
-    bootstrap: str, names: Names, tmp_path: Path
-) -> None:
+def ten_steps_on_a_manual_clock(
+    bootstrap: str, names: Names, out: Path, run: str, clock_ahead: float
+) -> tuple[Service, Background, ManualClock]:
+    """Steps 0-9 of ``run``, 30 s apart, and a service whose clock reads ``clock_ahead``
+    seconds past the last event's time (stall limit: 150 s)."""
     start = 1_700_000_000.0
-    steps = [(step, start + 30.0 * step) for step in range(10)]
-    produce(
-        bootstrap, names.topic, [(b"slow", event_bytes("slow", s, ts, loss=1.0)) for s, ts in steps]
-    )
-    clock = ManualClock(steps[-1][1] + 1.0)
-    out = tmp_path / "incidents.jsonl"
+    messages = [(run.encode(), event_bytes(run, s, start + 30.0 * s, loss=1.0)) for s in range(10)]
+    produce(bootstrap, names.topic, messages)
+    clock = ManualClock(start + 30.0 * 9 + clock_ahead)
     service = Service(settings(bootstrap, names, incidents_out=out, tick_seconds=0.05), clock=clock)
     background = Background(service)
     try:
-        wait_for(lambda: service.counts.events == len(steps), "the first events")
+        wait_for(lambda: service.counts.events == len(messages), "the first events")
+    except BaseException:
+        background.finish()
+        raise
+    return service, background, clock
+
+
+def test_stall_fires_on_the_service_clock_and_resolves_when_events_return(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    out = tmp_path / "incidents.jsonl"
+    _, background, clock = ten_steps_on_a_manual_clock(bootstrap, names, out, "slow", 1.0)
+    try:
         time.sleep(0.3)  # several ticks at the same time: no stall yet
         assert jsonl_lines(out) == []
         clock.advance(1000.0)
@@ -496,17 +507,9 @@ def test_a_node_whose_clock_is_behind_is_not_taken_for_stalled(
     """The training node's clock is 10 minutes behind the service's: its newest event looks
     10 minutes old on arrival (the limit is 150 s) but the run is not silent. The stall is
     reported once the service itself has heard nothing for longer than the limit."""
-    start = 1_700_000_000.0
-    steps = [(step, start + 30.0 * step) for step in range(10)]
-    produce(
-        bootstrap, names.topic, [(b"skew", event_bytes("skew", s, ts, loss=1.0)) for s, ts in steps]
-    )
-    clock = ManualClock(steps[-1][1] + 600.0)
     out = tmp_path / "incidents.jsonl"
-    service = Service(settings(bootstrap, names, incidents_out=out, tick_seconds=0.05), clock=clock)
-    background = Background(service)
+    _, background, clock = ten_steps_on_a_manual_clock(bootstrap, names, out, "skew", 600.0)
     try:
-        wait_for(lambda: service.counts.events == len(steps), "the events")
         clock.advance(100.0)  # still within the limit since the events arrived
         time.sleep(0.5)  # ticks
         assert jsonl_lines(out) == []
