@@ -149,9 +149,6 @@ class _Status:
     events: int
     lag: int = 0
 
-    def due(self, interval: float) -> float:
-        return self.at + interval
-
 
 class Service:
     """Consume, detect, publish. ``run`` blocks until ``stop`` is set or the input is idle."""
@@ -309,7 +306,7 @@ class Service:
             if now >= next_tick:
                 self._tick()
                 next_tick = now + s.tick_seconds
-            if now >= status.due(s.status_seconds):
+            if now - status.at >= s.status_seconds:
                 self._status(status, now)
             if self._live is not None and now >= next_report:
                 self._live.write()

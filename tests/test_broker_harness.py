@@ -8,8 +8,6 @@ Without those variables the tests are skipped.
 
 from __future__ import annotations
 
-import gc
-import logging
 import os
 import subprocess
 import time
@@ -139,25 +137,6 @@ def kafka_sh(*args: str) -> None:
 def leaders(admin: Any, topic: str) -> dict[int, int]:
     (info,) = admin.describe_topics([topic])
     return {p["partition_index"]: p["leader_id"] for p in info["partitions"]}
-
-
-@pytest.fixture
-def quiet_kafka_client() -> Iterator[None]:
-    """Drop kafka-python's log records while a node is down.
-
-    kafka-python 3.0 leaves the socket of a refused connect() unclosed, and the ERROR record
-    it logs keeps that socket reachable through the exception's traceback. pytest holds an
-    item's records until the item ends, so the sockets would only be finalized at exit,
-    outside any filter. Without the records they are collected inside the test.
-    """
-    logger = logging.getLogger("kafka")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-        gc.collect()
 
 
 @pytest.mark.slow

@@ -8,13 +8,8 @@ of its own, on free ports with its own state directory, through docker/kafka.sh.
 from __future__ import annotations
 
 import doctest
-import gc
 import json
-import logging
 import math
-import os
-import random
-import shutil
 import socket
 import statistics
 import subprocess
@@ -27,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_broker import OwnBroker
 
 import streamwatch.publish
 from streamwatch.events import decode_event
 from streamwatch.publish import FINISHED_METRIC, FINISHED_TAG, FINISHED_VALUE, Publisher
 
 ROOT = Path(__file__).resolve().parent.parent
-KAFKA_SH = ROOT / "docker" / "kafka.sh"
 TIMEOUT_S = 60.0
 
 # kafka-python 3.0 loads its protocol schemas with importlib.resources.read_text/open_text,
@@ -308,82 +303,13 @@ def test_finished_marker_only_when_the_run_ended_normally(bootstrap: str, topic:
         assert decoded is not None and not problems
 
 
-class OwnBroker:
-    """A broker of this test's own (docker/kafka.sh with its own state directory and ports)."""
-
-    def __init__(self, state: Path) -> None:
-        self.port = listen_port()
-        controller = listen_port()
-        while controller == self.port:
-            controller = listen_port()
-        self.env = {
-            **os.environ,
-            "KAFKA_STATE_DIR": str(state),
-            "KAFKA_PORT": str(self.port),
-            "KAFKA_CONTROLLER_PORT": str(controller),
-        }
-        self.address = f"127.0.0.1:{self.port}"
-        shared = ROOT / ".kafka" / "lib"
-        if shared.is_dir():  # reuse the downloaded jars (hard links when possible)
-            try:
-                shutil.copytree(shared, state / "lib", copy_function=os.link)
-            except OSError:
-                shutil.rmtree(state / "lib", ignore_errors=True)
-                shutil.copytree(shared, state / "lib")
-
-    def run(self, command: str) -> None:
-        done = subprocess.run(
-            ["bash", str(KAFKA_SH), command],
-            env=self.env,
-            timeout=180,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        if done.returncode:
-            tail = done.stderr.decode(errors="replace")[-3000:]
-            raise AssertionError(f"kafka.sh {command} exited {done.returncode}:\n{tail}")
-
-
-def listen_port() -> int:
-    """A free port below Linux's ephemeral range (32768-60999), so that no outgoing
-    connection of this test session takes it before the broker listens on it."""
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randrange(20_000, 32_000)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port in 20000-32000")
-
-
 @pytest.fixture
 def own_broker(bootstrap: str, tmp_path: Path) -> Iterator[OwnBroker]:
-    broker = OwnBroker(tmp_path / "kafka")
+    broker = OwnBroker(tmp_path / "kafka")  # not started: the test starts it
     try:
         yield broker
     finally:
-        broker.run("down")
-
-
-@pytest.fixture
-def quiet_kafka_client() -> Iterator[None]:
-    """Drop kafka-python's log records while its broker is down.
-
-    kafka-python 3.0 leaves the socket of a refused connect() unclosed, and the ERROR record
-    it logs keeps that socket reachable through the exception's traceback; without the
-    records, the sockets are collected inside the test, where their warning is filtered.
-    """
-    logger = logging.getLogger("kafka")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-        gc.collect()
+        broker.close()
 
 
 @pytest.mark.kafka

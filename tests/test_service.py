@@ -7,15 +7,11 @@ Without it the broker tests are skipped. Every test uses its own topics and grou
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import math
-import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_broker import OwnBroker
 
 from streamwatch.cli_kafka import main as kafka_main
 from streamwatch.config import Config, EngineConfig
@@ -49,7 +46,6 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
-KAFKA_SH = ROOT / "docker" / "kafka.sh"
 TIMEOUT_S = 90.0
 #: Stalls are judged on each process's wall clock; every comparison with a replay leaves them out.
 NO_STALLS = Config(engine=EngineConfig(disabled_kinds=("run_stalled",)))
@@ -883,90 +879,14 @@ def test_two_services_one_killed_every_event_processed_no_update_twice(
 # -- broker restart ---------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class OwnBroker:
-    """A broker of this test only (its own state directory and ports), restartable with its
-    data kept: `kafka.sh up` starts from empty directories, so a restart stops the broker
-    with `kafka.sh down` and starts the same command line again."""
-
-    def __init__(self, state: Path) -> None:
-        self.state = state
-        self.port = _free_port()
-        self.env = {
-            **os.environ,
-            "KAFKA_STATE_DIR": str(state),
-            "KAFKA_PORT": str(self.port),
-            "KAFKA_CONTROLLER_PORT": str(_free_port()),
-        }
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        self.dir = state / "single"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def sh(self, command: str) -> None:
-        subprocess.run(
-            ["bash", str(KAFKA_SH), command],
-            env=self.env,
-            check=True,
-            timeout=180,
-            stdout=subprocess.DEVNULL,
-        )
-
-    def restart(self) -> None:
-        pid = int((self.dir / "broker.pid").read_text().split()[0])
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-        self.sh("down")
-        offset = (self.dir / "server.log").stat().st_size
-        with (self.dir / "stdout.log").open("ab") as out:
-            self.proc = subprocess.Popen(
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        # Recorded where kafka.sh looks, so that `kafka.sh down` stops it at the end.
-        (self.dir / "broker.pid").write_text(f"{self.proc.pid}\n")
-
-        def started() -> bool:
-            with (self.dir / "server.log").open("rb") as log:
-                log.seek(offset)
-                return b"Kafka Server started" in log.read()
-
-        wait_for(started, "the broker to start again", timeout=150)
-
-
 @pytest.fixture
 def own_broker(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnBroker]:
-    state = tmp_path_factory.mktemp("broker")
-    shared_lib = ROOT / ".kafka" / "lib"
-    if shared_lib.is_dir():  # the jars the shared broker already downloaded
-        shutil.copytree(shared_lib, state / "lib", ignore=shutil.ignore_patterns("kafka.jsa*"))
-    broker = OwnBroker(state)
-    broker.sh("up")
+    broker = OwnBroker(tmp_path_factory.mktemp("broker"))
+    broker.run("up")
     try:
         yield broker
     finally:
-        broker.sh("down")
-        if broker.proc is not None:
-            broker.proc.wait(timeout=60)
-
-
-@pytest.fixture
-def quiet_kafka_client() -> Iterator[None]:
-    """Drop kafka-python's log records while the broker is down (see test_broker_harness)."""
-    logger = logging.getLogger("kafka")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-        gc.collect()
+        broker.close()
 
 
 @pytest.mark.slow
@@ -974,7 +894,7 @@ def quiet_kafka_client() -> Iterator[None]:
 def test_the_service_reconnects_after_a_broker_restart_and_loses_nothing(
     own_broker: OwnBroker, tmp_path: Path, quiet_kafka_client: None
 ) -> None:
-    bootstrap = own_broker.bootstrap
+    bootstrap = own_broker.address
     names = Names.fresh()
     path, _ = simulated_file(tmp_path / "sim.jsonl", names.group, steps=160)
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)

@@ -286,7 +286,8 @@ class Dispatcher:
                 return
             for inc in batch:
                 self._route(inc, now)
-                with self._cond:
+            with self._cond:
+                for inc in batch:
                     self._routed += 1
                     at = self._ended.get(inc.run_id)
                     if at is not None and self._routed > at and inc.status is Status.FIRING:

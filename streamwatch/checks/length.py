@@ -75,8 +75,7 @@ class LengthCheck:
             why = f"grew {growth:.2f}x in {len(self._recent) - 1} steps"
         elif ph and growth >= 1.0 + (self.s.explosion_growth - 1.0) / 2:
             why = f"is climbing steadily ({growth:.2f}x in {len(self._recent) - 1} steps)"
-        elif smooth >= self.s.explosion_long_growth * min(self._long):
-            low = min(self._long)
+        elif smooth >= self.s.explosion_long_growth * (low := min(self._long)):
             since = len(self._long) - 1 - self._long.index(low)
             growth = smooth / low
             why = f"grew {growth:.2f}x in {since} steps"
