@@ -4,6 +4,9 @@ Pure and deterministic: no clock reads, no I/O, no randomness. Time comes in wit
 events (their ``ts``) and as explicit :meth:`Monitor.tick` calls; the same events give the
 same incidents, live or replayed. Each run's state can be snapshotted and restored.
 
+The checks run compiled when the core is installed (:mod:`streamwatch.native`), with the
+same results as the Python ones; ``Monitor(compiled=False)`` keeps to Python.
+
 >>> from streamwatch.events import Event
 >>> m = Monitor()
 >>> updates = m.process(Event(run_id="r", step=1, metrics={"loss": float("nan")}))
@@ -17,16 +20,18 @@ import math
 import pickle
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import islice
 
 from streamwatch.config import Config, EngineConfig
 from streamwatch.events import Event, Problem, is_finished, source_key
 from streamwatch.incidents import Incident
 from streamwatch.indicators import Indicator, IndicatorMap
+from streamwatch.native import core
 from streamwatch.run import RunState
 
 __all__ = ["Monitor", "MonitorStats"]
 
-_SNAPSHOT_VERSION = 3
+_SNAPSHOT_VERSION = 4
 
 
 @dataclass
@@ -41,7 +46,13 @@ class MonitorStats:
 class Monitor:
     """Per-run health state over a stream of events."""
 
-    def __init__(self, config: Config | None = None, *, sweep_seconds: float = 1.0) -> None:
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        sweep_seconds: float = 1.0,
+        compiled: bool | None = None,
+    ) -> None:
         self.config = config or Config()
         self.engine: EngineConfig = self.config.engine
         self.indicators = IndicatorMap(
@@ -53,6 +64,9 @@ class Monitor:
         self._swept = -math.inf
         self.sweep_seconds = sweep_seconds
         self._problems: list[Problem] = []
+        #: with the compiled core: its checks, and its loop for the common case of an event
+        self.compiled = core is not None if compiled is None else compiled and core is not None
+        self._solo = core.process_solo if core is not None and self.compiled else None
 
     # -- input ----------------------------------------------------------------------------
     def process(self, event: Event, origin: str = "") -> list[Incident]:
@@ -75,7 +89,17 @@ class Monitor:
         series = run.series
         book = run.book
         nonfinite = 0
-        for name, x in metrics.items():
+        items: Iterable[tuple[str, float]] = metrics.items()
+        if self._solo is not None and not book.open:
+            done, found = self._solo(run, series, step, src, metrics)
+            if found is not None:  # the last value it judged found something
+                s, results = found
+                run.settle(s, step, metrics[s.metric], results)
+            if done < len(metrics):
+                items = islice(items, done, None)
+            else:
+                items = ()
+        for name, x in items:
             s = series.get(name)
             if s is None:
                 s = run.new_series(name, self.indicators.resolve(name))
@@ -174,7 +198,7 @@ class Monitor:
         if len(self.runs) >= self.engine.max_runs:
             stalest = min(self.runs.values(), key=lambda r: r.last_ts or -math.inf)
             del self.runs[stalest.run_id]
-        run = RunState(run_id, self.engine)
+        run = RunState(run_id, self.engine, compiled=self.compiled)
         self.runs[run_id] = run
         return run
 

@@ -9,6 +9,7 @@ reported as did last step, or when a later step arrives; the checks see one valu
 from __future__ import annotations
 
 import fnmatch
+from typing import Any
 from dataclasses import dataclass, field
 
 from streamwatch.checks import (
@@ -18,7 +19,10 @@ from streamwatch.checks import (
     EntropyCheck,
     HackingCheck,
     LengthCheck,
+    PyChecks,
+    Results,
     RewardCheck,
+    SeriesChecks,
     SpikeCheck,
     StallCheck,
     StragglerCheck,
@@ -28,6 +32,7 @@ from streamwatch.config import EngineConfig
 from streamwatch.events import Problem
 from streamwatch.incidents import Finding, Incident, IncidentBook, Kind, Severity
 from streamwatch.indicators import Indicator
+from streamwatch.native import core
 
 __all__ = ["RunState", "Series"]
 
@@ -43,28 +48,46 @@ _PER_SOURCE = {Indicator.STEP_TIME: True, Indicator.THROUGHPUT: False}
 _FEEDS_HACKING = {Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD}
 
 
-def make_checks(
-    indicator: Indicator | None, name: str, metric: str, cfg: EngineConfig
-) -> list[Check]:
+#: A check as the engine builds it: its class, its settings, and whether it reads 1 - x.
+CheckSpec = tuple[type[Any], object, bool]
+
+
+def check_specs(indicator: Indicator | None, metric: str, cfg: EngineConfig) -> list[CheckSpec]:
     """The checks a series gets, by indicator; metrics without one get generic drift."""
     i = Indicator
     if indicator is i.ENTROPY:
-        return [EntropyCheck(name, metric, cfg.entropy)]
+        return [(EntropyCheck, cfg.entropy, False)]
     if indicator is i.TOKEN_PROB:
-        return [EntropyCheck(name, metric, cfg.entropy, invert=True)]
+        return [(EntropyCheck, cfg.entropy, True)]
     if indicator is i.TRAIN_REWARD:
-        return [RewardCheck(name, metric, cfg.reward)]
+        return [(RewardCheck, cfg.reward, False)]
     if indicator is i.RESPONSE_LENGTH:
-        return [LengthCheck(name, metric, cfg.length)]
+        return [(LengthCheck, cfg.length, False)]
     if indicator is i.TRUNCATION_RATIO:
-        return [TruncationCheck(name, metric, cfg.length)]
+        return [(TruncationCheck, cfg.length, False)]
     if indicator in (i.LOSS, i.GRAD_NORM, i.KL):
-        return [SpikeCheck(name, metric, cfg.spike)]
+        return [(SpikeCheck, cfg.spike, False)]
     if indicator is i.HELDOUT_REWARD:
         return []
     if any(fnmatch.fnmatchcase(metric, pattern) for pattern in cfg.drift.ignore):
         return []
-    return [DriftCheck(name, metric, cfg.drift)]
+    return [(DriftCheck, cfg.drift, False)]
+
+
+def make_checks(
+    specs: list[CheckSpec], name: str, metric: str, compiled: bool
+) -> SeriesChecks:
+    """The series' checks: compiled when asked for and the core has them all."""
+    if compiled and core is not None:
+        try:
+            return core.Checks([(c.__name__, name, metric, s, inv) for c, s, inv in specs])
+        except NotImplementedError:
+            pass  # a check the core does not have yet: the series keeps the Python ones
+    checks: list[Check] = [
+        cls(name, metric, settings, invert=True) if invert else cls(name, metric, settings)
+        for cls, settings, invert in specs
+    ]
+    return PyChecks(checks)
 
 
 class Series:
@@ -90,7 +113,7 @@ class Series:
     )
 
     def __init__(
-        self, metric: str, indicator: Indicator | None, checks: list[Check], cfg: EngineConfig
+        self, metric: str, indicator: Indicator | None, checks: SeriesChecks, cfg: EngineConfig
     ) -> None:
         self.metric = metric
         self.indicator = indicator
@@ -129,6 +152,7 @@ class RunState:
     last_ts: float | None = None
     loss_zero_step: int = -1  # step of the last event whose loss was exactly 0
     disabled: frozenset[str] = frozenset()
+    compiled: bool = False  # the series' checks from the compiled core, when it has them
 
     def __post_init__(self) -> None:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
@@ -142,13 +166,15 @@ class RunState:
             owner = self.bound.setdefault(indicator, metric)
             if owner != metric:
                 indicator = None  # a second metric for the same indicator: generic checks
-        checks = make_checks(indicator, indicator.value if indicator else metric, metric, self.cfg)
+        specs = check_specs(indicator, metric, self.cfg)
         # token probability rising to 1 tells the entropy story again: with the entropy
         # itself logged, it would only raise a second incident for the same collapse
         if indicator is Indicator.TOKEN_PROB and Indicator.ENTROPY in self.bound:
-            checks = []
+            specs = []
         elif indicator is Indicator.ENTROPY and Indicator.TOKEN_PROB in self.bound:
-            self.series[self.bound[Indicator.TOKEN_PROB]].checks = []
+            self.series[self.bound[Indicator.TOKEN_PROB]].checks = PyChecks([])
+        name = indicator.value if indicator else metric
+        checks = make_checks(specs, name, metric, self.compiled)
         series = Series(metric, indicator, checks, self.cfg)
         self.series[metric] = series
         return series
@@ -191,7 +217,7 @@ class RunState:
             self.nonfinite(s, src, step, x)
         if not s.closed and s.pending_n >= s.expected:
             self.close(s)
-            if s.pending_n == 1 and s.expected == 1 and not s.per_source:
+            if s.pending_n == 1 and s.expected == 1:
                 s.solo = src  # one source, one value a step: the next values take the fast path
 
     def finite(self, s: Series, step: int) -> None:
@@ -235,13 +261,16 @@ class RunState:
 
     def judge(self, s: Series, step: int, x: float) -> None:
         """Hand one step's value of a series to its checks."""
+        self.settle(s, step, x, s.checks.judge(step, x))
+
+    def settle(self, s: Series, step: int, x: float, results: Results) -> None:
+        """What the checks said of one value: findings fire, silence counts as health."""
         book = self.book
-        for check in s.checks:
-            found = check.update(step, x)
+        for kinds, found in results:
             if found:
-                self._report(check.kinds, s.name, step, found)
+                self._report(kinds, s.name, step, found)
             elif book.open:
-                for kind in check.kinds:
+                for kind in kinds:
                     self._healthy(kind, s.name, step)
         if s.special:
             self._close_special(s, step, x)

@@ -1,6 +1,6 @@
 """Named health checks: each reads detector signals and decides incidents."""
 
-from streamwatch.checks.base import Check
+from streamwatch.checks.base import Check, PyChecks, Results, SeriesChecks
 from streamwatch.checks.drift import DriftCheck
 from streamwatch.checks.entropy import EntropyCheck
 from streamwatch.checks.hacking import HackingCheck
@@ -18,6 +18,9 @@ __all__ = [
     "EntropyCheck",
     "HackingCheck",
     "LengthCheck",
+    "PyChecks",
+    "Results",
+    "SeriesChecks",
     "RewardCheck",
     "SpikeCheck",
     "StallCheck",

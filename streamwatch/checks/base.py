@@ -7,7 +7,7 @@ from typing import Protocol
 
 from streamwatch.incidents import Finding, Kind
 
-__all__ = ["Check", "ratio"]
+__all__ = ["Check", "PyChecks", "Results", "SeriesChecks", "ratio"]
 
 
 class Check(Protocol):
@@ -20,6 +20,34 @@ class Check(Protocol):
     kinds: tuple[Kind, ...]
 
     def update(self, step: int, x: float) -> list[Finding]: ...
+
+
+#: What a series' checks say of one value: each check's kinds, with what it found.
+Results = list[tuple[tuple[Kind, ...], list[Finding]]]
+
+
+class SeriesChecks(Protocol):
+    """The checks of one series: ``judge`` hands a value to each, in order."""
+
+    def judge(self, step: int, x: float) -> Results: ...
+
+    def __len__(self) -> int: ...
+
+
+class PyChecks:
+    """The checks of one series, in order (the reference engine; ``streamwatch_native.Checks``
+    is the compiled one, with the same ``judge``)."""
+
+    __slots__ = ("checks",)
+
+    def __init__(self, checks: list[Check]) -> None:
+        self.checks = checks
+
+    def judge(self, step: int, x: float) -> Results:
+        return [(check.kinds, check.update(step, x)) for check in self.checks]
+
+    def __len__(self) -> int:
+        return len(self.checks)
 
 
 def ratio(a: float, b: float) -> float:
