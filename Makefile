@@ -6,15 +6,26 @@ VENV ?= .venv
 
 LINTED := streamwatch tests benchmarks $(wildcard producers)
 
-.PHONY: setup lint typecheck test check demo bench examples clean
+.PHONY: setup native lint typecheck test check demo bench examples clean
 
-setup: $(VENV)/.installed
+# the package, then its compiled core (native/, Rust: cargo on the PATH or in ~/.cargo/bin)
+setup: $(VENV)/.installed $(VENV)/.native
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
+
+NATIVE_SRC := native/Cargo.toml native/Cargo.lock native/pyproject.toml \
+	native/streamwatch_native.pyi $(wildcard native/src/*.rs native/src/*/*.rs)
+
+$(VENV)/.native: $(VENV)/.installed $(NATIVE_SRC)
+	PATH="$$PATH:$$HOME/.cargo/bin" $(VENV)/bin/pip install -q ./native
+	touch $@
+
+# rebuild the compiled core after a change to native/
+native: $(VENV)/.native
 
 lint: setup
 	$(VENV)/bin/ruff check $(LINTED)
@@ -51,4 +62,4 @@ examples: setup
 	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 4 --fault rank_straggler@120 -o examples/logs/rank_straggler.jsonl
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info native/target

@@ -19,7 +19,11 @@ pub struct Window {
 
 impl Window {
     pub fn new(size: usize) -> Self {
-        Window { size, values: VecDeque::with_capacity(size + 1), ordered: Vec::with_capacity(size + 1) }
+        Window {
+            size,
+            values: VecDeque::with_capacity(size + 1),
+            ordered: Vec::with_capacity(size + 1),
+        }
     }
 
     pub fn update(&mut self, x: f64) {
@@ -62,7 +66,7 @@ impl Window {
         }
         let m = median_of_sorted(&self.ordered);
         let mut dev: Vec<f64> = self.ordered.iter().map(|v| (v - m).abs()).collect();
-        dev.sort_by(f64::total_cmp);
+        dev.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
         (m, 1.4826 * median_of_sorted(&dev))
     }
 }
@@ -78,11 +82,20 @@ pub fn median_of_sorted(ordered: &[f64]) -> f64 {
     }
 }
 
-/// `statistics.median` of finite values in any order.
+/// `statistics.median` of finite values in any order. The sort is stable and compares as
+/// Python's `sorted` does (-0.0 == 0.0: they keep their order of arrival).
 pub fn median(values: impl IntoIterator<Item = f64>) -> f64 {
     let mut v: Vec<f64> = values.into_iter().collect();
-    v.sort_by(f64::total_cmp);
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     median_of_sorted(&v)
+}
+
+/// `deque(maxlen=size).append(x)`: a full deque drops its oldest value.
+pub fn push_bounded<T>(d: &mut VecDeque<T>, size: usize, x: T) {
+    if d.len() == size {
+        d.pop_front();
+    }
+    d.push_back(x);
 }
 
 /// EWMA with weight `alpha` on the newest value; NaN until the first finite update.
@@ -95,7 +108,11 @@ pub struct Ewma {
 
 impl Ewma {
     pub fn new(alpha: f64) -> Self {
-        Ewma { alpha, value: f64::NAN, n: 0 }
+        Ewma {
+            alpha,
+            value: f64::NAN,
+            n: 0,
+        }
     }
 
     pub fn update(&mut self, x: f64) -> f64 {
@@ -190,8 +207,15 @@ impl LevelShift {
         kwargs.set_item("delta", delta)?;
         kwargs.set_item("clock", clock)?;
         kwargs.set_item("grace_period", grace_period)?;
-        let adwin = py.import("river.drift")?.getattr("ADWIN")?.call((), Some(&kwargs))?;
-        Ok(LevelShift { adwin: PyState(adwin.unbind()), helper: None, drift: false })
+        let adwin = py
+            .import("river.drift")?
+            .getattr("ADWIN")?
+            .call((), Some(&kwargs))?;
+        Ok(LevelShift {
+            adwin: PyState(adwin.unbind()),
+            helper: None,
+            drift: false,
+        })
     }
 
     pub fn update(&mut self, py: Python<'_>, x: f64) -> PyResult<bool> {
@@ -203,10 +227,18 @@ impl LevelShift {
             self.helper = None;
         }
         if self.helper.is_none() {
-            self.helper = Some(self.adwin.0.bind(py).getattr(intern!(py, "_helper"))?.unbind());
+            self.helper = Some(
+                self.adwin
+                    .0
+                    .bind(py)
+                    .getattr(intern!(py, "_helper"))?
+                    .unbind(),
+            );
         }
         let helper = self.helper.as_ref().expect("set above").bind(py);
-        self.drift = helper.call_method1(intern!(py, "update"), (x,))?.extract()?;
+        self.drift = helper
+            .call_method1(intern!(py, "update"), (x,))?
+            .extract()?;
         Ok(self.drift)
     }
 }
@@ -226,8 +258,14 @@ impl SustainedShift {
         kwargs.set_item("delta", 0.5)?;
         kwargs.set_item("threshold", 8.0)?;
         kwargs.set_item("mode", mode)?;
-        let ph = py.import("river.drift")?.getattr("PageHinkley")?.call((), Some(&kwargs))?;
-        Ok(SustainedShift { ph: PyState(ph.unbind()), clip: 4.0 })
+        let ph = py
+            .import("river.drift")?
+            .getattr("PageHinkley")?
+            .call((), Some(&kwargs))?;
+        Ok(SustainedShift {
+            ph: PyState(ph.unbind()),
+            clip: 4.0,
+        })
     }
 
     pub fn update(&mut self, py: Python<'_>, z: f64) -> PyResult<bool> {

@@ -27,7 +27,10 @@ pub struct Checks {
 
 impl Checks {
     fn from_checks(py: Python<'_>, checks: Vec<AnyCheck>) -> PyResult<Self> {
-        let kinds = checks.iter().map(|c| py::kinds(py, c.kinds())).collect::<PyResult<_>>()?;
+        let kinds = checks
+            .iter()
+            .map(|c| py::kinds(py, c.kinds()))
+            .collect::<PyResult<_>>()?;
         Ok(Checks { checks, kinds })
     }
 
@@ -53,9 +56,11 @@ impl Checks {
             .zip(&self.kinds)
             .map(|(found, kinds)| -> PyResult<PyObject> {
                 let found = PyList::new(py, found)?;
-                Ok(PyTuple::new(py, [kinds.clone_ref(py).into_bound(py), found.into_any()])?
-                    .into_any()
-                    .unbind())
+                Ok(
+                    PyTuple::new(py, [kinds.clone_ref(py).into_bound(py), found.into_any()])?
+                        .into_any()
+                        .unbind(),
+                )
             })
             .collect::<PyResult<Vec<_>>>()?;
         Ok(PyList::new(py, items)?.into_any().unbind())
@@ -66,11 +71,20 @@ impl Checks {
 impl Checks {
     /// `specs`: (check class name, indicator name, metric, settings section, invert).
     #[new]
-    fn new(py: Python<'_>, specs: Vec<(String, String, String, Bound<'_, PyAny>, bool)>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        specs: Vec<(String, String, String, Bound<'_, PyAny>, bool)>,
+    ) -> PyResult<Self> {
         let checks = specs
             .into_iter()
             .map(|(class_name, indicator, metric, settings, invert)| {
-                AnyCheck::new(py, &class_name, Named { indicator, metric }, &settings, invert)
+                AnyCheck::new(
+                    py,
+                    &class_name,
+                    Named { indicator, metric },
+                    &settings,
+                    invert,
+                )
             })
             .collect::<PyResult<Vec<_>>>()?;
         Checks::from_checks(py, checks)
@@ -93,8 +107,13 @@ impl Checks {
     fn __reduce__(&self, py: Python<'_>) -> PyResult<(PyObject, (PyObject,))> {
         let state = bincode::serialize(&self.checks)
             .map_err(|e| PyValueError::new_err(format!("cannot save the checks: {e}")))?;
-        let restore = py.import("streamwatch_native")?.getattr("_restore_checks")?;
-        Ok((restore.unbind(), (PyBytes::new(py, &state).into_any().unbind(),)))
+        let restore = py
+            .import("streamwatch_native")?
+            .getattr("_restore_checks")?;
+        Ok((
+            restore.unbind(),
+            (PyBytes::new(py, &state).into_any().unbind(),),
+        ))
     }
 }
 
@@ -124,7 +143,9 @@ fn process_solo(
 ) -> PyResult<(usize, Option<(PyObject, PyObject)>)> {
     let step_obj = step.into_pyobject(py)?;
     for (i, (name, value)) in metrics.iter().enumerate() {
-        let Some(s) = series.get_item(&name)? else { return Ok((i, None)) };
+        let Some(s) = series.get_item(&name)? else {
+            return Ok((i, None));
+        };
         let x: f64 = value.extract()?;
         if !x.is_finite() {
             return Ok((i, None));
@@ -138,8 +159,11 @@ fn process_solo(
             return Ok((i, None));
         }
         let checks_obj = s.getattr(intern!(py, "checks"))?;
-        let Ok(checks) = checks_obj.downcast::<Checks>() else { return Ok((i, None)) };
-        s.getattr(intern!(py, "last_step"))?.set_item(src, &step_obj)?;
+        let Ok(checks) = checks_obj.downcast::<Checks>() else {
+            return Ok((i, None));
+        };
+        s.getattr(intern!(py, "last_step"))?
+            .set_item(src, &step_obj)?;
         s.setattr(intern!(py, "pending_step"), &step_obj)?;
         let results = checks.borrow_mut().judge_quiet(py, step, x)?;
         if let Some(results) = results {
@@ -147,7 +171,11 @@ fn process_solo(
         }
         if s.getattr(intern!(py, "special"))?.is_truthy()? {
             run.call_method1(intern!(py, "_close_special"), (&s, step, x))?;
-            if run.getattr(intern!(py, "book"))?.getattr(intern!(py, "open"))?.is_truthy()? {
+            if run
+                .getattr(intern!(py, "book"))?
+                .getattr(intern!(py, "open"))?
+                .is_truthy()?
+            {
                 return Ok((i + 1, None));
             }
         }

@@ -3,9 +3,11 @@
 //! them) and Python's `min`/`max` semantics. Findings are rare, so going through Python to
 //! build them costs nothing that matters.
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyTuple};
+use serde::{Deserialize, Serialize};
 
 static FINDING: GILOnceCell<PyObject> = GILOnceCell::new();
 static KIND: GILOnceCell<PyObject> = GILOnceCell::new();
@@ -38,11 +40,14 @@ pub fn kind(py: Python<'_>, value: &str) -> PyResult<PyObject> {
 
 /// The `Kind` members of a check, as the tuple the reference engine's checks carry.
 pub fn kinds(py: Python<'_>, values: &[&str]) -> PyResult<PyObject> {
-    let members = values.iter().map(|v| kind(py, v)).collect::<PyResult<Vec<_>>>()?;
+    let members = values
+        .iter()
+        .map(|v| kind(py, v))
+        .collect::<PyResult<Vec<_>>>()?;
     Ok(PyTuple::new(py, members)?.into_any().unbind())
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Serialize, Deserialize)]
 pub enum Severity {
     Info,
     Warning,
@@ -50,6 +55,18 @@ pub enum Severity {
 }
 
 impl Severity {
+    /// `Severity(value)`.
+    pub fn from_value(value: &str) -> PyResult<Self> {
+        match value {
+            "info" => Ok(Severity::Info),
+            "warning" => Ok(Severity::Warning),
+            "critical" => Ok(Severity::Critical),
+            other => Err(PyValueError::new_err(format!(
+                "'{other}' is not a valid Severity"
+            ))),
+        }
+    }
+
     fn value(self) -> &'static str {
         match self {
             Severity::Info => "info",
@@ -73,7 +90,8 @@ pub struct Found<'py> {
 
 impl<'py> Found<'py> {
     pub fn build(self, py: Python<'py>) -> PyResult<PyObject> {
-        let severity = incidents_attr(py, &SEVERITY, "Severity")?.call1((self.severity.value(),))?;
+        let severity =
+            incidents_attr(py, &SEVERITY, "Severity")?.call1((self.severity.value(),))?;
         let args = (
             kind(py, self.kind)?,
             self.indicator,
@@ -87,7 +105,9 @@ impl<'py> Found<'py> {
         if let Some(onset) = self.onset_step {
             kwargs.set_item("onset_step", onset)?;
         }
-        Ok(incidents_attr(py, &FINDING, "Finding")?.call(args, Some(&kwargs))?.unbind())
+        Ok(incidents_attr(py, &FINDING, "Finding")?
+            .call(args, Some(&kwargs))?
+            .unbind())
     }
 }
 
