@@ -90,12 +90,12 @@ def fill(kwargs: dict[str, Any], topic: str, events: int, n_metrics: int) -> lis
     return values
 
 
-def in_process(values: list[bytes]) -> tuple[float, float]:
+def in_process(values: list[bytes], compiled: bool) -> tuple[float, float]:
     """Events per second of decoding alone, and of decoding + the engine (no Kafka)."""
     start = time.perf_counter()
     events = [decode_message(v, "bench").event for v in values]
     decode = len(values) / (time.perf_counter() - start)
-    monitor = Monitor(Config())
+    monitor = Monitor(Config(), compiled=compiled)
     start = time.perf_counter()
     for e in events:
         assert e is not None
@@ -299,6 +299,8 @@ def main() -> int:
     tag = uuid.uuid4().hex[:8]
     print(f"# {platform.python_implementation()} {platform.python_version()} {platform.machine()}")
     print(f"# cpus: {os.cpu_count()}; broker {args.bootstrap_servers} on the same machine")
+    engine = "compiled core" if Monitor().compiled else "pure Python: the core is not installed"
+    print(f"# engine: {engine}")
     print(f"# load average before: {os.getloadavg()[0]:.2f} (other work on the machine skews this)")
 
     topic = f"bench-throughput-{tag}"
@@ -310,7 +312,8 @@ def main() -> int:
     events_s, values_s = service_consume(args.bootstrap_servers, topic, args.events, tag)
     members = 2
     group_s = group_consume(args.bootstrap_servers, topic, args.events, f"{tag}-g", members)
-    decode, ceiling = in_process(values)
+    decode, ceiling = in_process(values, compiled=True)
+    _, python_ceiling = in_process(values, compiled=False)
     print(f"raw kafka-python consumer (no decoding): {raw:>9,.0f} messages/s")
     print(
         f"service, end to end:                     {events_s:>9,.0f} events/s "
@@ -321,7 +324,8 @@ def main() -> int:
         f"({group_s / raw:.0%} of the raw consumer; {os.cpu_count()} cpus, the broker's too)"
     )
     print(f"in process, no Kafka: decoding alone     {decode:>9,.0f} events/s")
-    print(f"in process, no Kafka: decoding + engine  {ceiling:>9,.0f} events/s")
+    print(f"in process, no Kafka: decoding + engine  {ceiling:>9,.0f} events/s ({engine})")
+    print(f"  the same, pure-Python engine           {python_ceiling:>9,.0f} events/s")
     ratio = events_s / raw
     print(f"service / raw consumer: {ratio:.0%} (target >= 50%: "
           f"{'met' if ratio >= 0.5 else 'NOT met'}); "

@@ -1,7 +1,10 @@
 from typing import Any
 
-from streamwatch.checks.base import Results
-from streamwatch.incidents import Finding
+from streamwatch.checks.base import Results, SeriesChecks
+from streamwatch.checks.straggler import StragglerCheck
+from streamwatch.config import HackingSettings
+from streamwatch.incidents import Finding, Kind
+from streamwatch.indicators import Indicator
 
 class Checks:
     """The checks of one series, compiled: ``judge`` as ``streamwatch.checks.PyChecks``."""
@@ -10,6 +13,47 @@ class Checks:
     def judge(self, step: int, x: float) -> Results: ...
     def __len__(self) -> int: ...
 
+class HackingCheck:
+    """``streamwatch.checks.HackingCheck``, compiled: train reward rising while held-out
+    reward falls."""
+
+    def __init__(self, settings: HackingSettings) -> None: ...
+    @property
+    def kinds(self) -> tuple[Kind, ...]: ...
+    def train(self, x: float) -> None: ...
+    def heldout(self, step: int, metric: str, y: float) -> list[Finding]: ...
+
+class Series:
+    """``streamwatch.run.PySeries``, compiled: the same attributes."""
+
+    metric: str
+    name: str
+    indicator: Indicator | None
+    checks: SeriesChecks
+    straggler: StragglerCheck | None
+    feeds_hacking: bool
+    per_source: bool
+    special: bool
+    last_step: dict[str, int]
+    pending_step: int
+    pending_sum: float
+    pending_n: int
+    pending_k: int
+    pending_values: list[tuple[str, float]]
+    expected: int
+    closed: bool
+    solo: str | None
+
+    def __init__(
+        self,
+        metric: str,
+        name: str,
+        indicator: Indicator | None,
+        checks: SeriesChecks,
+        straggler: StragglerCheck | None,
+        feeds_hacking: bool,
+    ) -> None: ...
+
 def process_solo(
     run: Any, series: dict[str, Any], step: int, src: str, metrics: dict[str, float]
-) -> tuple[int, tuple[Any, list[tuple[tuple[Any, ...], list[Finding]]]] | None]: ...
+) -> tuple[int, tuple[Series, Results] | None]: ...

@@ -37,6 +37,7 @@ __all__ = [
     "Problem",
     "Source",
     "decode_event",
+    "decode_plain_json",
     "finished_event",
     "is_finished",
     "source_key",
@@ -260,6 +261,21 @@ def decode_event(
         problems = [Problem(origin, _explain(exc, data), rid, step)]
         return None, problems
     return event, problems
+
+
+def decode_plain_json(raw: bytes) -> Event | None:
+    """The common case, straight from the bytes: a well-formed event whose values are all
+    plain numbers (pydantic's strict mode: no strings for numbers, no booleans), a finite or
+    absent ``ts``, no metric with an empty name. None: take the careful path of
+    :func:`decode_event`, which reads the rest and explains what it cannot."""
+    try:
+        event = Event.model_validate_json(raw, strict=True)
+    except ValidationError:
+        return None
+    metrics, ts = event.metrics, event.ts
+    if not metrics or "" in metrics or (ts is not None and ts - ts != 0.0):
+        return None
+    return event
 
 
 def _decode_plain(obj: dict[str, Any]) -> Event | None:

@@ -93,12 +93,9 @@ class Monitor:
         if self._solo is not None and not book.open:
             done, found = self._solo(run, series, step, src, metrics)
             if found is not None:  # the last value it judged found something
-                s, results = found
-                run.settle(s, step, metrics[s.metric], results)
-            if done < len(metrics):
-                items = islice(items, done, None)
-            else:
-                items = ()
+                judged, results = found
+                run.settle(judged, step, metrics[judged.metric], results)
+            items = islice(items, done, None) if done < len(metrics) else ()
         for name, x in items:
             s = series.get(name)
             if s is None:

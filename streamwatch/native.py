@@ -9,17 +9,13 @@ core, or with ``STREAMWATCH_NATIVE=0`` in the environment, the engine is pure Py
 from __future__ import annotations
 
 import os
-from types import ModuleType
 
+__all__ = ["core"]
 
-def _load() -> ModuleType | None:
-    if os.environ.get("STREAMWATCH_NATIVE", "1") == "0":
-        return None
-    try:
-        import streamwatch_native
-    except ImportError:
-        return None
-    return streamwatch_native
-
-
-core = _load()
+# typed as the module: every use checks ``core is not None`` first
+try:
+    import streamwatch_native as core
+except ImportError:  # not built (no Rust toolchain where it was installed)
+    core = None  # type: ignore[assignment]
+if os.environ.get("STREAMWATCH_NATIVE", "1") == "0":
+    core = None  # type: ignore[assignment]

@@ -9,8 +9,8 @@ reported as did last step, or when a later step arrives; the checks see one valu
 from __future__ import annotations
 
 import fnmatch
-from typing import Any
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from streamwatch.checks import (
     REMEDIES,
@@ -34,7 +34,10 @@ from streamwatch.incidents import Finding, Incident, IncidentBook, Kind, Severit
 from streamwatch.indicators import Indicator
 from streamwatch.native import core
 
-__all__ = ["RunState", "Series"]
+if TYPE_CHECKING:
+    import streamwatch_native
+
+__all__ = ["PySeries", "RunState"]
 
 _CORE = {
     Indicator.LOSS,
@@ -74,9 +77,7 @@ def check_specs(indicator: Indicator | None, metric: str, cfg: EngineConfig) -> 
     return [(DriftCheck, cfg.drift, False)]
 
 
-def make_checks(
-    specs: list[CheckSpec], name: str, metric: str, compiled: bool
-) -> SeriesChecks:
+def make_checks(specs: list[CheckSpec], name: str, metric: str, compiled: bool) -> SeriesChecks:
     """The series' checks: compiled when asked for and the core has them all."""
     if compiled and core is not None:
         try:
@@ -90,13 +91,15 @@ def make_checks(
     return PyChecks(checks)
 
 
-class Series:
-    """One metric of one run."""
+class PySeries:
+    """One metric of one run: its checks, and the gathering of a step's values across sources
+    (``streamwatch_native.Series`` is the compiled twin, with the same attributes)."""
 
     __slots__ = (
         "checks",
         "closed",
         "expected",
+        "feeds_hacking",
         "indicator",
         "last_step",
         "metric",
@@ -113,12 +116,23 @@ class Series:
     )
 
     def __init__(
-        self, metric: str, indicator: Indicator | None, checks: SeriesChecks, cfg: EngineConfig
+        self,
+        metric: str,
+        name: str,
+        indicator: Indicator | None,
+        checks: SeriesChecks,
+        straggler: StragglerCheck | None,
+        feeds_hacking: bool,
     ) -> None:
         self.metric = metric
+        self.name = name
         self.indicator = indicator
-        self.name = indicator.value if indicator is not None else metric
         self.checks = checks
+        self.straggler = straggler
+        self.feeds_hacking = feeds_hacking  # its values go to the run's hacking check
+        self.per_source = straggler is not None  # each source's value kept for the straggler
+        # judged beyond its checks: the hacking check's inputs, the straggler check
+        self.special = feeds_hacking or straggler is not None
         self.last_step: dict[str, int] = {}
         self.pending_step = -1
         self.pending_sum = 0.0
@@ -128,14 +142,10 @@ class Series:
         self.expected = 1  # sources that reported the previous step
         self.closed = False  # the pending step was judged already
         self.solo: str | None = None  # the only source, while there is one value a step
-        self.per_source = indicator in _PER_SOURCE
-        self.straggler = (
-            StragglerCheck(self.name, metric, cfg.straggler, _PER_SOURCE[indicator])
-            if indicator in _PER_SOURCE
-            else None
-        )
-        # judged beyond its checks: the hacking check's inputs, the straggler check
-        self.special = indicator in _FEEDS_HACKING or self.straggler is not None
+
+
+if TYPE_CHECKING:
+    Series = PySeries | streamwatch_native.Series
 
 
 @dataclass
@@ -145,7 +155,7 @@ class RunState:
     book: IncidentBook = field(init=False)
     series: dict[str, Series] = field(default_factory=dict)
     bound: dict[Indicator, str] = field(default_factory=dict)
-    hacking: HackingCheck = field(init=False)
+    hacking: HackingCheck | streamwatch_native.HackingCheck = field(init=False)
     stall: StallCheck = field(init=False)
     out: list[Incident] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -156,7 +166,10 @@ class RunState:
 
     def __post_init__(self) -> None:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
-        self.hacking = HackingCheck(self.cfg.hacking)
+        if self.compiled and core is not None:
+            self.hacking = core.HackingCheck(self.cfg.hacking)
+        else:
+            self.hacking = HackingCheck(self.cfg.hacking)
         self.stall = StallCheck(self.cfg.stall)
         self.disabled = frozenset(self.cfg.disabled_kinds)
 
@@ -175,7 +188,13 @@ class RunState:
             self.series[self.bound[Indicator.TOKEN_PROB]].checks = PyChecks([])
         name = indicator.value if indicator else metric
         checks = make_checks(specs, name, metric, self.compiled)
-        series = Series(metric, indicator, checks, self.cfg)
+        straggler = (
+            StragglerCheck(name, metric, self.cfg.straggler, _PER_SOURCE[indicator])
+            if indicator in _PER_SOURCE
+            else None
+        )
+        make = core.Series if self.compiled and core is not None else PySeries
+        series = make(metric, name, indicator, checks, straggler, indicator in _FEEDS_HACKING)
         self.series[metric] = series
         return series
 

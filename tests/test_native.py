@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 import streamwatch_native
 
-from streamwatch.config import Config, EngineConfig
+from streamwatch.checks import HackingCheck
+from streamwatch.config import Config, EngineConfig, HackingSettings
 from streamwatch.events import Event
 from streamwatch.incidents import KINDS, Incident
 from streamwatch.indicators import Indicator, IndicatorMap
 from streamwatch.monitor import Monitor
-from streamwatch.sources.files import read_events
 from streamwatch.run import check_specs, make_checks
 from streamwatch.simulate import healthy_spec, random_fault_spec, simulate_run
+from streamwatch.sources.files import read_events
 
 REAL = sorted((Path(__file__).parent / "data" / "real").glob("*.jsonl"))
 CFG = EngineConfig()
@@ -75,7 +76,7 @@ def simulated_values() -> dict[str, list[list[float]]]:
             indicator = indicators.resolve(metric)
             for key, (ind, _) in SERIES.items():
                 generic = ind is None and indicator is None and "DriftCheck" in key
-                if ind is not None and ind is indicator or generic:
+                if (ind is not None and ind is indicator) or generic:
                     by_check[key].append(xs)
     return by_check
 
@@ -148,3 +149,93 @@ def test_the_compiled_engine_raises_the_same_incidents_on_the_real_runs() -> Non
         got, monitor = incidents(events, compiled=True)
         assert got == expected, path.name
         assert compiled_share(monitor) == 1.0
+
+
+#: One call of the hacking check: ("train", step, x) or ("heldout", step, y).
+HackingCall = tuple[str, int, float]
+
+
+def hacking_calls(seed: int) -> list[HackingCall]:
+    """Train reward every step and a held-out evaluation every k steps: hacking (held-out
+    falls while train rises), healthy, broken values, flat, tiny noise, no train at first."""
+    rng = random.Random(seed)
+    shape = seed % 8
+    n = rng.randrange(150, 500)
+    every = rng.choice([1, 2, 5, 10, 20])
+    onset = rng.randrange(n // 4, 3 * n // 4)
+    train_sd = rng.choice([0.0, 1e-9, 0.005, 0.02, 0.1])
+    eval_sd = rng.choice([0.0, 1e-9, 0.005, 0.01, 0.05])
+    fall = rng.choice([0.0005, 0.01, 0.05, 0.3, 1.0])
+    calls: list[HackingCall] = []
+    for step in range(n):
+        rise = 0.2 + 0.6 * (1.0 - math.exp(-step / 120))
+        x = rise + rng.gauss(0, train_sd)
+        y = 0.5 * rise + rng.gauss(0, eval_sd)
+        if shape in (0, 2, 5, 6) and step >= onset:  # hacking
+            y -= fall * (step - onset) / 50 if shape != 6 else fall  # a decline, or a step
+        if shape == 3:  # flat held-out, exactly linear train reward
+            x, y = 0.5 + 0.001 * step, (0.4 if step < onset else 0.4 - fall)
+        if shape == 4:  # tiny noise on a large level
+            x, y = 1e6 + rise + 1e-9 * rng.random(), 1e6 + rise - (step > onset) * fall
+        if shape == 2:  # broken values on both sides
+            if rng.random() < 0.05:
+                x = rng.choice([math.nan, math.inf, -math.inf])
+            if rng.random() < 0.1:
+                y = rng.choice([math.nan, math.inf, -math.inf])
+        if shape == 5 and step < onset + 20:  # held-out evaluations before any train reward
+            x = math.nan
+        if shape == 7 and rng.random() < 0.02:  # healthy, with an occasional broken evaluation
+            y -= 10.0
+        calls.append(("train", step, x))
+        if step % every == 0:
+            calls.append(("heldout", step, y))
+    return calls
+
+
+def simulated_hacking_calls(spec_seed: int, kind: str) -> tuple[list[HackingCall], str]:
+    """The train and held-out rewards of a simulated run, as the engine feeds them."""
+    indicators = IndicatorMap()
+    spec = (
+        healthy_spec(f"healthy-{spec_seed}", spec_seed)
+        if kind == "healthy"
+        else random_fault_spec(kind, spec_seed)
+    )
+    calls: list[HackingCall] = []
+    metric = ""
+    for event in simulate_run(spec):
+        for name, x in event.metrics.items():
+            indicator = indicators.resolve(name)
+            if indicator is Indicator.TRAIN_REWARD and math.isfinite(x):
+                calls.append(("train", event.step, x))
+            elif indicator is Indicator.HELDOUT_REWARD and math.isfinite(x):
+                calls.append(("heldout", event.step, x))
+                metric = name
+    return calls, metric
+
+
+def test_the_compiled_hacking_check_finds_what_the_python_one_finds() -> None:
+    runs = [(hacking_calls(seed), "val/reward") for seed in range(40)]
+    runs += [simulated_hacking_calls(seed, "reward_hacking") for seed in range(8)]
+    runs += [simulated_hacking_calls(seed, "healthy") for seed in (0, 1)]
+    runs += [simulated_hacking_calls(3, kind) for kind in ("reward_collapse", "reward_chaos")]
+    found = 0
+    heldouts = 0
+    for calls, metric in runs:
+        assert any(what == "heldout" for what, _, _ in calls), "no held-out evaluation"
+        python = HackingCheck(HackingSettings())
+        native = streamwatch_native.HackingCheck(HackingSettings())
+        for i, (what, step, x) in enumerate(calls):
+            if i == len(calls) // 2:  # a snapshot mid-stream carries on where it was
+                native = pickle.loads(pickle.dumps(native))
+            if what == "train":
+                python.train(x)
+                native.train(x)
+                continue
+            expected = python.heldout(step, metric, x)
+            got = native.heldout(step, metric, x)
+            assert repr(got) == repr(expected), f"{metric}, call {i}, step {step}, value {x!r}"
+            heldouts += 1
+            found += len(expected)
+        assert native.kinds == python.kinds == HackingCheck.kinds
+    assert heldouts > 1000
+    assert found > 100, f"only {found} hacking findings: too little was compared"

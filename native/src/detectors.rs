@@ -48,6 +48,11 @@ impl Window {
         self.values.len()
     }
 
+    /// The values in order of arrival, oldest first (Python's `Window.values`).
+    pub fn values(&self) -> impl Iterator<Item = f64> + '_ {
+        self.values.iter().copied()
+    }
+
     pub fn median(&self) -> f64 {
         if self.ordered.is_empty() {
             f64::NAN
@@ -108,11 +113,7 @@ pub struct Ewma {
 
 impl Ewma {
     pub fn new(alpha: f64) -> Self {
-        Ewma {
-            alpha,
-            value: f64::NAN,
-            n: 0,
-        }
+        Ewma { alpha, value: f64::NAN, n: 0 }
     }
 
     pub fn update(&mut self, x: f64) -> f64 {
@@ -190,14 +191,14 @@ fn serde_bytes_vec<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>
     deserializer.deserialize_bytes(Bytes)
 }
 
-/// `LevelShift`: river's ADWIN over a signal, ignoring non-finite values. The update goes
-/// straight to ADWIN's compiled window (`ADWIN._helper`); after a change, the next update
-/// starts a fresh one, as `ADWIN.update` does.
+/// `LevelShift`: river's ADWIN over a signal, ignoring non-finite values. Each value goes
+/// straight to the `update` of ADWIN's compiled window (`ADWIN._helper`); after a change,
+/// the next update starts a fresh window, as `ADWIN.update` does.
 #[derive(Serialize, Deserialize)]
 pub struct LevelShift {
     adwin: PyState,
     #[serde(skip)]
-    helper: Option<PyObject>,
+    update: Option<PyObject>, // the window's bound `update`, looked up once per window
     drift: bool,
 }
 
@@ -207,15 +208,8 @@ impl LevelShift {
         kwargs.set_item("delta", delta)?;
         kwargs.set_item("clock", clock)?;
         kwargs.set_item("grace_period", grace_period)?;
-        let adwin = py
-            .import("river.drift")?
-            .getattr("ADWIN")?
-            .call((), Some(&kwargs))?;
-        Ok(LevelShift {
-            adwin: PyState(adwin.unbind()),
-            helper: None,
-            drift: false,
-        })
+        let adwin = py.import("river.drift")?.getattr("ADWIN")?.call((), Some(&kwargs))?;
+        Ok(LevelShift { adwin: PyState(adwin.unbind()), update: None, drift: false })
     }
 
     pub fn update(&mut self, py: Python<'_>, x: f64) -> PyResult<bool> {
@@ -224,21 +218,17 @@ impl LevelShift {
         }
         if self.drift {
             self.adwin.0.bind(py).call_method0(intern!(py, "_reset"))?;
-            self.helper = None;
+            self.update = None;
         }
-        if self.helper.is_none() {
-            self.helper = Some(
-                self.adwin
-                    .0
-                    .bind(py)
-                    .getattr(intern!(py, "_helper"))?
-                    .unbind(),
-            );
-        }
-        let helper = self.helper.as_ref().expect("set above").bind(py);
-        self.drift = helper
-            .call_method1(intern!(py, "update"), (x,))?
-            .extract()?;
+        let update = match &self.update {
+            Some(update) => update.bind(py),
+            None => {
+                let helper = self.adwin.0.bind(py).getattr(intern!(py, "_helper"))?;
+                let update = helper.getattr(intern!(py, "update"))?;
+                self.update.insert(update.unbind()).bind(py)
+            }
+        };
+        self.drift = update.call1((x,))?.is_truthy()?;
         Ok(self.drift)
     }
 }
@@ -258,14 +248,8 @@ impl SustainedShift {
         kwargs.set_item("delta", 0.5)?;
         kwargs.set_item("threshold", 8.0)?;
         kwargs.set_item("mode", mode)?;
-        let ph = py
-            .import("river.drift")?
-            .getattr("PageHinkley")?
-            .call((), Some(&kwargs))?;
-        Ok(SustainedShift {
-            ph: PyState(ph.unbind()),
-            clip: 4.0,
-        })
+        let ph = py.import("river.drift")?.getattr("PageHinkley")?.call((), Some(&kwargs))?;
+        Ok(SustainedShift { ph: PyState(ph.unbind()), clip: 4.0 })
     }
 
     pub fn update(&mut self, py: Python<'_>, z: f64) -> PyResult<bool> {

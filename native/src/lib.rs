@@ -7,13 +7,14 @@
 //! and build the same findings, and the tests compare the two engines incident for incident.
 
 use pyo3::exceptions::PyValueError;
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 
 mod checks;
 mod detectors;
+mod hacking;
 mod py;
+mod series;
 
 use checks::{AnyCheck, Named};
 
@@ -27,15 +28,17 @@ pub struct Checks {
 
 impl Checks {
     fn from_checks(py: Python<'_>, checks: Vec<AnyCheck>) -> PyResult<Self> {
-        let kinds = checks
-            .iter()
-            .map(|c| py::kinds(py, c.kinds()))
-            .collect::<PyResult<_>>()?;
+        let kinds = checks.iter().map(|c| py::kinds(py, c.kinds())).collect::<PyResult<_>>()?;
         Ok(Checks { checks, kinds })
     }
 
     /// Every check sees the value; the results of all of them when any found something.
-    fn judge_quiet(&mut self, py: Python<'_>, step: i64, x: f64) -> PyResult<Option<PyObject>> {
+    pub(crate) fn judge_quiet(
+        &mut self,
+        py: Python<'_>,
+        step: i64,
+        x: f64,
+    ) -> PyResult<Option<PyObject>> {
         let mut found_any: Option<Vec<Vec<PyObject>>> = None;
         for (i, check) in self.checks.iter_mut().enumerate() {
             let found = check.update(py, step, x)?;
@@ -56,11 +59,9 @@ impl Checks {
             .zip(&self.kinds)
             .map(|(found, kinds)| -> PyResult<PyObject> {
                 let found = PyList::new(py, found)?;
-                Ok(
-                    PyTuple::new(py, [kinds.clone_ref(py).into_bound(py), found.into_any()])?
-                        .into_any()
-                        .unbind(),
-                )
+                Ok(PyTuple::new(py, [kinds.clone_ref(py).into_bound(py), found.into_any()])?
+                    .into_any()
+                    .unbind())
             })
             .collect::<PyResult<Vec<_>>>()?;
         Ok(PyList::new(py, items)?.into_any().unbind())
@@ -78,13 +79,7 @@ impl Checks {
         let checks = specs
             .into_iter()
             .map(|(class_name, indicator, metric, settings, invert)| {
-                AnyCheck::new(
-                    py,
-                    &class_name,
-                    Named { indicator, metric },
-                    &settings,
-                    invert,
-                )
+                AnyCheck::new(py, &class_name, Named { indicator, metric }, &settings, invert)
             })
             .collect::<PyResult<Vec<_>>>()?;
         Checks::from_checks(py, checks)
@@ -107,13 +102,8 @@ impl Checks {
     fn __reduce__(&self, py: Python<'_>) -> PyResult<(PyObject, (PyObject,))> {
         let state = bincode::serialize(&self.checks)
             .map_err(|e| PyValueError::new_err(format!("cannot save the checks: {e}")))?;
-        let restore = py
-            .import("streamwatch_native")?
-            .getattr("_restore_checks")?;
-        Ok((
-            restore.unbind(),
-            (PyBytes::new(py, &state).into_any().unbind(),),
-        ))
+        let restore = py.import("streamwatch_native")?.getattr("_restore_checks")?;
+        Ok((restore.unbind(), (PyBytes::new(py, &state).into_any().unbind(),)))
     }
 }
 
@@ -124,69 +114,14 @@ fn _restore_checks(py: Python<'_>, state: &[u8]) -> PyResult<Checks> {
     Checks::from_checks(py, checks)
 }
 
-/// The common case of `Monitor.process`, for the values of one event in order: a series
-/// that exists, has one source (`series.solo == src`), a step after its last one and a
-/// finite value, with no incident open in the run. Updates the series as the reference
-/// loop does and judges the value with its compiled checks.
-///
-/// Returns `(n, found)`: the first `n` values were handled. `found` is None, or, when the
-/// n-th value's checks found something, `(series, its checks' judge answer)`: the caller
-/// reports it, and takes over from value `n` on.
-#[pyfunction]
-fn process_solo(
-    py: Python<'_>,
-    run: &Bound<'_, PyAny>,
-    series: &Bound<'_, PyDict>,
-    step: i64,
-    src: &Bound<'_, PyString>,
-    metrics: &Bound<'_, PyDict>,
-) -> PyResult<(usize, Option<(PyObject, PyObject)>)> {
-    let step_obj = step.into_pyobject(py)?;
-    for (i, (name, value)) in metrics.iter().enumerate() {
-        let Some(s) = series.get_item(&name)? else {
-            return Ok((i, None));
-        };
-        let x: f64 = value.extract()?;
-        if !x.is_finite() {
-            return Ok((i, None));
-        }
-        let solo = s.getattr(intern!(py, "solo"))?;
-        if solo.is_none() || !solo.eq(src)? {
-            return Ok((i, None));
-        }
-        let pending: i64 = s.getattr(intern!(py, "pending_step"))?.extract()?;
-        if step <= pending {
-            return Ok((i, None));
-        }
-        let checks_obj = s.getattr(intern!(py, "checks"))?;
-        let Ok(checks) = checks_obj.downcast::<Checks>() else {
-            return Ok((i, None));
-        };
-        s.getattr(intern!(py, "last_step"))?
-            .set_item(src, &step_obj)?;
-        s.setattr(intern!(py, "pending_step"), &step_obj)?;
-        let results = checks.borrow_mut().judge_quiet(py, step, x)?;
-        if let Some(results) = results {
-            return Ok((i + 1, Some((s.unbind(), results))));
-        }
-        if s.getattr(intern!(py, "special"))?.is_truthy()? {
-            run.call_method1(intern!(py, "_close_special"), (&s, step, x))?;
-            if run
-                .getattr(intern!(py, "book"))?
-                .getattr(intern!(py, "open"))?
-                .is_truthy()?
-            {
-                return Ok((i + 1, None));
-            }
-        }
-    }
-    Ok((metrics.len(), None))
-}
-
 #[pymodule]
 fn streamwatch_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Checks>()?;
-    m.add_function(wrap_pyfunction!(process_solo, m)?)?;
+    m.add_class::<hacking::HackingCheck>()?;
+    m.add_function(wrap_pyfunction!(hacking::_restore_hacking, m)?)?;
+    m.add_class::<series::Series>()?;
+    m.add_function(wrap_pyfunction!(series::process_solo, m)?)?;
+    m.add_function(wrap_pyfunction!(series::_restore_series, m)?)?;
     m.add_function(wrap_pyfunction!(_restore_checks, m)?)?;
     Ok(())
 }

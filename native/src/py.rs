@@ -19,10 +19,8 @@ fn incidents_attr<'py>(
     cell: &'static GILOnceCell<PyObject>,
     name: &str,
 ) -> PyResult<&'py Bound<'py, PyAny>> {
-    cell.get_or_try_init(py, || {
-        Ok(py.import("streamwatch.incidents")?.getattr(name)?.unbind())
-    })
-    .map(|obj| obj.bind(py))
+    cell.get_or_try_init(py, || Ok(py.import("streamwatch.incidents")?.getattr(name)?.unbind()))
+        .map(|obj| obj.bind(py))
 }
 
 /// `format(x, spec)`, as Python writes it (`.4g`, `.0%`, `+.0%`, `.2f`, ...).
@@ -40,10 +38,7 @@ pub fn kind(py: Python<'_>, value: &str) -> PyResult<PyObject> {
 
 /// The `Kind` members of a check, as the tuple the reference engine's checks carry.
 pub fn kinds(py: Python<'_>, values: &[&str]) -> PyResult<PyObject> {
-    let members = values
-        .iter()
-        .map(|v| kind(py, v))
-        .collect::<PyResult<Vec<_>>>()?;
+    let members = values.iter().map(|v| kind(py, v)).collect::<PyResult<Vec<_>>>()?;
     Ok(PyTuple::new(py, members)?.into_any().unbind())
 }
 
@@ -61,9 +56,7 @@ impl Severity {
             "info" => Ok(Severity::Info),
             "warning" => Ok(Severity::Warning),
             "critical" => Ok(Severity::Critical),
-            other => Err(PyValueError::new_err(format!(
-                "'{other}' is not a valid Severity"
-            ))),
+            other => Err(PyValueError::new_err(format!("'{other}' is not a valid Severity"))),
         }
     }
 
@@ -105,9 +98,7 @@ impl<'py> Found<'py> {
         if let Some(onset) = self.onset_step {
             kwargs.set_item("onset_step", onset)?;
         }
-        Ok(incidents_attr(py, &FINDING, "Finding")?
-            .call(args, Some(&kwargs))?
-            .unbind())
+        Ok(incidents_attr(py, &FINDING, "Finding")?.call(args, Some(&kwargs))?.unbind())
     }
 }
 

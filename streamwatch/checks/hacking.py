@@ -71,8 +71,10 @@ class HackingCheck:
             return []
         drop = shortfall
         train_gain = train_now - self.train_at_reference
-        if self.cusum <= self.s.threshold or drop < self.s.drop or train_gain < self.s.train_rise:
+        if self.cusum <= self.s.threshold or drop < self.s.drop:
             return []
+        if math.isnan(train_gain) or train_gain < self.s.train_rise:
+            return []  # no rise, or no train reward at the reference: no sign of hacking
         # two smoothed values far apart differ by chance with sd sqrt(2 alpha / (2 - alpha))
         # x the train noise: a rise within that is no rise
         train_noise = self._train_bends.noise() if self._train_bends.ready else 0.0

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from operator import mul
 
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window
@@ -39,11 +38,16 @@ def detrended_sd(values: deque[float]) -> float:
     1.264911064067
     """
     n = len(values)
-    d = list(map(values[0].__rsub__, values))
-    total = sum(d)
+    first = values[0]
+    total = sum_id = sum_dd = 0.0  # sums of d, i * d and d * d, where d = value - first
+    for i, v in enumerate(values):  # one plain loop: the same sums on every Python version
+        d = v - first
+        total += d
+        sum_id += i * d
+        sum_dd += d * d
     sxx = n * (n * n - 1) / 12
-    sxy = sum(map(mul, range(n), d)) - (n - 1) / 2 * total  # sum of (i - mid) * d[i]
-    sse = sum(map(mul, d, d)) - total * total / n - sxy * sxy / sxx
+    sxy = sum_id - (n - 1) / 2 * total  # sum of (i - mid) * d[i]
+    sse = sum_dd - total * total / n - sxy * sxy / sxx
     if sse != sse:  # inf - inf: the squares overflowed
         return math.inf
     return math.sqrt(max(sse, 0.0) / (n - 2))

@@ -84,11 +84,7 @@ impl DriftCheck {
         let n = self.history.len();
         let split = n.saturating_sub(RECENT);
         let recent = fmean(py, self.history.range(split..))?;
-        let before = if n > RECENT {
-            median(self.history.range(..split).copied())
-        } else {
-            recent
-        };
+        let before = if n > RECENT { median(self.history.range(..split).copied()) } else { recent };
         let change = recent - before;
         let size = max(before.abs(), recent.abs());
         if change.abs() <= MIN_RELATIVE * size || !change.is_finite() {
@@ -128,9 +124,8 @@ impl DriftCheck {
 fn fmean<'a>(py: Python<'_>, values: impl ExactSizeIterator<Item = &'a f64>) -> PyResult<f64> {
     let n = values.len();
     let xs: Vec<f64> = values.copied().collect();
-    let fsum = FSUM.get_or_try_init(py, || {
-        Ok::<_, PyErr>(py.import("math")?.getattr("fsum")?.unbind())
-    })?;
+    let fsum =
+        FSUM.get_or_try_init(py, || Ok::<_, PyErr>(py.import("math")?.getattr("fsum")?.unbind()))?;
     let total: f64 = fsum.bind(py).call1((xs,))?.extract()?;
     Ok(total / n as f64)
 }

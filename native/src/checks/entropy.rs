@@ -19,11 +19,7 @@ const FLOOR: f64 = 1e-9;
 /// is not).
 fn ratio(a: f64, b: f64) -> f64 {
     if b == 0.0 {
-        return if a == 0.0 {
-            1.0
-        } else {
-            f64::INFINITY.copysign(a)
-        };
+        return if a == 0.0 { 1.0 } else { f64::INFINITY.copysign(a) };
     }
     a / b
 }
@@ -134,21 +130,11 @@ impl EntropyCheck {
         // the reference is at least FLOOR: no division by zero
         let r = smooth / self.reference;
         let full = self.recent.len() == self.recent_maxlen;
-        let fall = if full {
-            ratio(self.recent[0], smooth)
-        } else {
-            1.0
-        };
+        let fall = if full { ratio(self.recent[0], smooth) } else { 1.0 };
         let (severity, why) = if r < self.collapse_critical_ratio {
-            (
-                Severity::Critical,
-                format!("is {}x its start", fmt(py, r, ".3f")?),
-            )
+            (Severity::Critical, format!("is {}x its start", fmt(py, r, ".3f")?))
         } else if r < self.collapse_ratio {
-            (
-                Severity::Warning,
-                format!("is {}x its start", fmt(py, r, ".3f")?),
-            )
+            (Severity::Warning, format!("is {}x its start", fmt(py, r, ".3f")?))
         } else if fall >= self.fall_factor && r < self.fall_min_ratio {
             (
                 Severity::Warning,
@@ -195,10 +181,7 @@ impl EntropyCheck {
         let why = if above_start > self.blowup_ratio {
             format!("is {}x its start", fmt(py, above_start, ".2f")?)
         } else if above_low > self.rebound_factor {
-            format!(
-                "climbed {}x above the run's minimum",
-                fmt(py, above_low, ".2f")?
-            )
+            format!("climbed {}x above the run's minimum", fmt(py, above_low, ".2f")?)
         } else {
             return Ok(None);
         };

@@ -127,11 +127,7 @@ impl LengthCheck {
         let mut growth = smooth / self.recent[0];
         let to_ref = smooth / self.reference;
         let why = if growth >= self.explosion_growth {
-            format!(
-                "grew {}x in {} steps",
-                fmt(py, growth, ".2f")?,
-                self.recent.len() - 1
-            )
+            format!("grew {}x in {} steps", fmt(py, growth, ".2f")?, self.recent.len() - 1)
         } else if ph && growth >= 1.0 + (self.explosion_growth - 1.0) / 2.0 {
             format!(
                 "is climbing steadily ({}x in {} steps)",
@@ -148,11 +144,8 @@ impl LengthCheck {
                 return Ok(None);
             }
         };
-        let severity = if to_ref >= self.explosion_ratio {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        };
+        let severity =
+            if to_ref >= self.explosion_ratio { Severity::Critical } else { Severity::Warning };
         let metric = &self.named.metric;
         let evidence = PyDict::new(py);
         evidence.set_item("value", x)?;
@@ -188,11 +181,8 @@ impl LengthCheck {
         if r >= self.collapse_ratio {
             return Ok(None);
         }
-        let severity = if r < self.collapse_ratio / 2.0 {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        };
+        let severity =
+            if r < self.collapse_ratio / 2.0 { Severity::Critical } else { Severity::Warning };
         let metric = &self.named.metric;
         let evidence = PyDict::new(py);
         evidence.set_item("value", x)?;

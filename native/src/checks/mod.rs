@@ -70,7 +70,7 @@ impl AnyCheck {
             "SpikeCheck" => AnyCheck::Spike(spike::SpikeCheck::new(named, &s)?),
             "TruncationCheck" => AnyCheck::Truncation(length::TruncationCheck::new(py, named, &s)?),
             other => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                return Err(pyo3::exceptions::PyNotImplementedError::new_err(format!(
                     "no compiled check {other}"
                 )))
             }

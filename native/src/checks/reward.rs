@@ -153,11 +153,8 @@ impl RewardCheck {
         if !self.chaos.update(alarm) {
             return Ok(None);
         }
-        let severity = if r > 2.0 * self.chaos_ratio {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        };
+        let severity =
+            if r > 2.0 * self.chaos_ratio { Severity::Critical } else { Severity::Warning };
         let metric = &self.named.metric;
         let window = self.chaos_window;
         let evidence = PyDict::new(py);
@@ -193,11 +190,7 @@ impl RewardCheck {
         let drop = self.peak - smooth;
         let gain = max(self.peak - self.start, 0.0);
         let noise = self.noise;
-        let frac = if gain > TINY {
-            drop / gain
-        } else {
-            f64::INFINITY
-        };
+        let frac = if gain > TINY { drop / gain } else { f64::INFINITY };
         let down = drop > self.collapse_fraction * gain && drop > self.collapse_noise * noise;
         if !self.collapse.update(down) {
             return Ok(None);

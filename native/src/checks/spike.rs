@@ -54,11 +54,8 @@ impl SpikeCheck {
             return Ok(Vec::new());
         }
         let size = if med != 0.0 { x / med } else { f64::INFINITY };
-        let severity = if size.abs() >= 10.0 * self.factor {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        };
+        let severity =
+            if size.abs() >= 10.0 * self.factor { Severity::Critical } else { Severity::Warning };
         let streak = self.spiking.streak;
         let metric = &self.named.metric;
         let evidence = PyDict::new(py);

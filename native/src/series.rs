@@ -1,0 +1,207 @@
+//! `streamwatch.run.Series` as a compiled class (the same attributes, for the same Python
+//! code), and the common case of `Monitor.process`, which reads them without Python's
+//! attribute machinery.
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use crate::hacking::HackingCheck;
+use crate::Checks;
+
+/// One metric of one run: its checks and the gathering of each step's values across
+/// sources (see `streamwatch.run.PySeries`, whose attributes these are).
+#[pyclass(module = "streamwatch_native")]
+pub struct Series {
+    #[pyo3(get)]
+    metric: Py<PyString>,
+    #[pyo3(get)]
+    name: Py<PyString>,
+    #[pyo3(get)]
+    indicator: PyObject,
+    #[pyo3(get, set)]
+    checks: PyObject,
+    #[pyo3(get)]
+    straggler: PyObject,
+    #[pyo3(get)]
+    feeds_hacking: bool,
+    train_reward: bool, // the train reward, which the hacking check follows on every step
+    #[pyo3(get)]
+    per_source: bool,
+    #[pyo3(get)]
+    special: bool,
+    #[pyo3(get, set)]
+    last_step: Py<PyDict>,
+    #[pyo3(get, set)]
+    pending_step: i64,
+    #[pyo3(get, set)]
+    pending_sum: f64,
+    #[pyo3(get, set)]
+    pending_n: i64,
+    #[pyo3(get, set)]
+    pending_k: i64,
+    #[pyo3(get, set)]
+    pending_values: Py<PyList>,
+    #[pyo3(get, set)]
+    expected: i64,
+    #[pyo3(get, set)]
+    closed: bool,
+    #[pyo3(get, set)]
+    solo: PyObject,
+}
+
+#[pymethods]
+impl Series {
+    #[new]
+    fn new(
+        py: Python<'_>,
+        metric: Py<PyString>,
+        name: Py<PyString>,
+        indicator: PyObject,
+        checks: PyObject,
+        straggler: PyObject,
+        feeds_hacking: bool,
+    ) -> PyResult<Self> {
+        let per_source = !straggler.is_none(py);
+        let value = indicator.bind(py).getattr("value");
+        let train_reward =
+            feeds_hacking && value.is_ok_and(|v| v.eq("train_reward").unwrap_or(false));
+        Ok(Series {
+            metric,
+            name,
+            indicator,
+            checks,
+            straggler,
+            feeds_hacking,
+            train_reward,
+            per_source,
+            special: feeds_hacking || per_source,
+            last_step: PyDict::new(py).unbind(),
+            pending_step: -1,
+            pending_sum: 0.0,
+            pending_n: 0,
+            pending_k: 0,
+            pending_values: PyList::empty(py).unbind(),
+            expected: 1,
+            closed: false,
+            solo: py.None(),
+        })
+    }
+
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        let s = slf.borrow();
+        let made = (
+            s.metric.clone_ref(py),
+            s.name.clone_ref(py),
+            s.indicator.clone_ref(py),
+            s.checks.clone_ref(py),
+            s.straggler.clone_ref(py),
+            s.feeds_hacking,
+        );
+        let state = (
+            s.last_step.clone_ref(py),
+            s.pending_step,
+            s.pending_sum,
+            s.pending_n,
+            s.pending_k,
+            s.pending_values.clone_ref(py),
+            s.expected,
+            s.closed,
+            s.solo.clone_ref(py),
+        );
+        let restore = py.import("streamwatch_native")?.getattr("_restore_series")?;
+        Ok((
+            restore,
+            PyTuple::new(
+                py,
+                [made.into_pyobject(py)?.into_any(), state.into_pyobject(py)?.into_any()],
+            )?,
+        ))
+    }
+}
+
+type Made = (Py<PyString>, Py<PyString>, PyObject, PyObject, PyObject, bool);
+type State = (Py<PyDict>, i64, f64, i64, i64, Py<PyList>, i64, bool, PyObject);
+
+#[pyfunction]
+pub fn _restore_series(py: Python<'_>, made: Made, state: State) -> PyResult<Series> {
+    let (metric, name, indicator, checks, straggler, feeds_hacking) = made;
+    let mut s = Series::new(py, metric, name, indicator, checks, straggler, feeds_hacking)?;
+    (
+        s.last_step,
+        s.pending_step,
+        s.pending_sum,
+        s.pending_n,
+        s.pending_k,
+        s.pending_values,
+        s.expected,
+        s.closed,
+        s.solo,
+    ) = state;
+    Ok(s)
+}
+
+/// The common case of `Monitor.process`, for the values of one event in order: a series
+/// that exists, has one source (`series.solo == src`), a step after its last one and a
+/// finite value, with no incident open in the run. Updates the series as the reference
+/// loop does and judges the value with its compiled checks.
+///
+/// Returns `(n, found)`: the first `n` values were handled. `found` is None, or, when the
+/// n-th value's checks found something, `(series, its checks' judge answer)`: the caller
+/// reports it, and takes over from value `n` on.
+#[pyfunction]
+pub fn process_solo(
+    py: Python<'_>,
+    run: &Bound<'_, PyAny>,
+    series: &Bound<'_, PyDict>,
+    step: i64,
+    src: &Bound<'_, PyString>,
+    metrics: &Bound<'_, PyDict>,
+) -> PyResult<(usize, Option<(PyObject, PyObject)>)> {
+    let step_obj = step.into_pyobject(py)?;
+    for (i, (name, value)) in metrics.iter().enumerate() {
+        let Some(entry) = series.get_item(&name)? else {
+            return Ok((i, None));
+        };
+        let Ok(s) = entry.downcast::<Series>() else {
+            return Ok((i, None));
+        };
+        let x: f64 = value.extract()?;
+        let (checks, train_reward, special) = {
+            let mut sb = s.borrow_mut();
+            let solo = sb.solo.bind(py);
+            let is_solo = solo.is(src) || (!solo.is_none() && solo.eq(src)?);
+            if !x.is_finite() || !is_solo || step <= sb.pending_step {
+                return Ok((i, None));
+            }
+            let checks = sb.checks.bind(py).clone();
+            if checks.downcast::<Checks>().is_err() {
+                return Ok((i, None));
+            }
+            sb.last_step.bind(py).set_item(src, &step_obj)?;
+            sb.pending_step = step;
+            // a straggler check needs several sources: with one, closing it does nothing
+            (checks, sb.train_reward, sb.feeds_hacking)
+        };
+        let checks = checks.downcast::<Checks>().expect("checked above");
+        if let Some(results) = checks.borrow_mut().judge_quiet(py, step, x)? {
+            return Ok((i + 1, Some((s.clone().into_any().unbind(), results))));
+        }
+        if train_reward {
+            if let Ok(hacking) = run.getattr(intern!(py, "hacking"))?.downcast::<HackingCheck>() {
+                hacking.borrow_mut().train_value(x);
+                continue;
+            }
+        }
+        if special {
+            run.call_method1(intern!(py, "_close_special"), (s, step, x))?;
+            if run.getattr(intern!(py, "book"))?.getattr(intern!(py, "open"))?.is_truthy()? {
+                return Ok((i + 1, None));
+            }
+        }
+    }
+    Ok((metrics.len(), None))
+}
