@@ -1,15 +1,16 @@
 """End-to-end figures of the live service on a real broker.
 
     python benchmarks/service.py [--bootstrap-servers 127.0.0.1:19092] [--events 50000]
-        [--metrics 20] [--rate 1000] [--seconds 20]
+        [--metrics 20] [--rate 1000] [--seconds 20] [--repeat 3]
 
 1. Throughput: a topic (4 partitions) is filled with ``--events`` events of ``--metrics``
    metrics each (50 runs, named like verl's plus generic ones). The same topic is read by a
    plain kafka-python consumer (no decoding: the client's own ceiling) and then by a Service
    (new group; decoding, the engine, checkpoints and commits, incidents to a topic).
-   Rates are measured from the first to the last message. For scale, the same messages are
-   also decoded and run through a Monitor in process, without Kafka: the ceiling the
-   service can approach on this machine.
+   Rates are measured from the first to the last message; the two alternate ``--repeat``
+   times and their medians are compared (the machine's noise swings either by 1.5x from one
+   run to the next). For scale, the same messages are also decoded and run through a
+   Monitor in process, without Kafka, with the compiled core and with the Python engine.
    Scaling out: the same topic read again by two Service processes in one group (the
    partitions, and so the runs, shared between them).
 2. Latency: a separate producer process sends ``--rate`` events/s for ``--seconds`` to a fresh
@@ -291,6 +292,7 @@ def main() -> int:
     p.add_argument("--metrics", type=int, default=20)
     p.add_argument("--rate", type=int, default=1000, help="events/s in the latency test")
     p.add_argument("--seconds", type=float, default=20.0, help="length of the latency test")
+    p.add_argument("--repeat", type=int, default=3, help="raw and service runs, alternating")
     args = p.parse_args()
     import logging
 
@@ -308,16 +310,25 @@ def main() -> int:
     values = fill(kwargs, topic, args.events, args.metrics)
     size = sum(len(v) for v in values)
     print(f"topic: {args.events:,} events x {args.metrics} metrics, {size / 2**20:.1f} MiB")
-    raw = raw_consume(kwargs, topic, args.events)
-    events_s, values_s = service_consume(args.bootstrap_servers, topic, args.events, tag)
+    # raw and service alternate, --repeat times each (every service run a new group, from
+    # the start of the topic): the machine's noise hits both, and the medians are compared
+    raws, services = [], []
+    for i in range(args.repeat):
+        raws.append(raw_consume(kwargs, topic, args.events))
+        services.append(service_consume(args.bootstrap_servers, topic, args.events, f"{tag}-{i}"))
+    raw = statistics.median(raws)
+    events_s = statistics.median(e for e, _ in services)
+    values_s = statistics.median(v for _, v in services)
     members = 2
     group_s = group_consume(args.bootstrap_servers, topic, args.events, f"{tag}-g", members)
     decode, ceiling = in_process(values, compiled=True)
     _, python_ceiling = in_process(values, compiled=False)
-    print(f"raw kafka-python consumer (no decoding): {raw:>9,.0f} messages/s")
+    each = ", ".join(f"{r:,.0f}" for r in raws)
+    print(f"raw kafka-python consumer (no decoding): {raw:>9,.0f} messages/s (median of {each})")
+    each = ", ".join(f"{e:,.0f}" for e, _ in services)
     print(
         f"service, end to end:                     {events_s:>9,.0f} events/s "
-        f"({values_s:,.0f} values/s)"
+        f"({values_s:,.0f} values/s; median of {each})"
     )
     print(
         f"{f'{members} service processes, one group:':<41}{group_s:>9,.0f} events/s "

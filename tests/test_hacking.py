@@ -57,3 +57,18 @@ def test_held_out_falling_while_train_rises_is_hacking() -> None:
 def test_held_out_falling_while_train_stays_flat_is_not_hacking() -> None:
     for seed in range(5):
         assert run_check(train_slope=0.0, seed=seed) == []
+
+
+def test_a_train_reward_unknown_at_the_reference_is_no_rise() -> None:
+    """Evaluations logged before the train reward: the held-out level was set when the train
+    reward was unknown, so a later fall beside a rising train reward shows no rise since."""
+    check = HackingCheck(HackingSettings())
+    found: list[Finding] = []
+    for step in range(0, 500):
+        i = step // 10
+        if step >= 210:
+            check.train(0.8 + 0.002 * (step - 210))
+        if step % 10 == 0:
+            y = 0.7 + 0.01 * (-1) ** i - (0.03 * (i - 20) if i > 20 else 0.0)
+            found += check.heldout(step, "val/score", y)
+    assert found == []
