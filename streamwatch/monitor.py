@@ -25,7 +25,7 @@ from itertools import islice
 from streamwatch.config import Config, EngineConfig
 from streamwatch.events import Event, Problem, is_finished, source_key
 from streamwatch.incidents import Incident
-from streamwatch.indicators import Indicator, IndicatorMap
+from streamwatch.indicators import IndicatorMap
 from streamwatch.native import core
 from streamwatch.run import RunState
 
@@ -83,7 +83,7 @@ class Monitor:
             return self._drain((run,))
         src = source_key(event.source) if event.source is not None else ""
         metrics = event.metrics
-        loss = run.bound.get(Indicator.LOSS)
+        loss = run.loss_metric
         if loss is not None and metrics.get(loss) == 0.0:
             run.loss_zero_step = step  # with a non-finite grad norm: the skipped-step signature
         series = run.series

@@ -156,11 +156,12 @@ class RunState:
     series: dict[str, Series] = field(default_factory=dict)
     bound: dict[Indicator, str] = field(default_factory=dict)
     hacking: HackingCheck | streamwatch_native.HackingCheck = field(init=False)
-    stall: StallCheck = field(init=False)
+    stall: StallCheck | streamwatch_native.StallCheck = field(init=False)
     out: list[Incident] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     last_ts: float | None = None
     loss_zero_step: int = -1  # step of the last event whose loss was exactly 0
+    loss_metric: str | None = None  # the metric bound to the loss indicator
     disabled: frozenset[str] = frozenset()
     compiled: bool = False  # the series' checks from the compiled core, when it has them
 
@@ -168,9 +169,10 @@ class RunState:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
         if self.compiled and core is not None:
             self.hacking = core.HackingCheck(self.cfg.hacking)
+            self.stall = core.StallCheck(self.cfg.stall)
         else:
             self.hacking = HackingCheck(self.cfg.hacking)
-        self.stall = StallCheck(self.cfg.stall)
+            self.stall = StallCheck(self.cfg.stall)
         self.disabled = frozenset(self.cfg.disabled_kinds)
 
     # -- series -------------------------------------------------------------------------
@@ -179,6 +181,8 @@ class RunState:
             owner = self.bound.setdefault(indicator, metric)
             if owner != metric:
                 indicator = None  # a second metric for the same indicator: generic checks
+            elif indicator is Indicator.LOSS:
+                self.loss_metric = metric
         specs = check_specs(indicator, metric, self.cfg)
         # token probability rising to 1 tells the entropy story again: with the entropy
         # itself logged, it would only raise a second incident for the same collapse

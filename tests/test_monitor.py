@@ -486,3 +486,14 @@ def test_the_publisher_sends_the_marker_the_engine_reads() -> None:
     assert publish.FINISHED_TAG == events.FINISHED_TAG
     assert publish.FINISHED_VALUE == events.FINISHED_VALUE
     assert publish.FINISHED_METRIC == events.FINISHED_METRIC
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_steps_too_close_in_time_for_a_cadence_are_judged_without_one(compiled: bool) -> None:
+    """Event times a few subnormal floats apart: the cadence rounds to zero; the run is not
+    judged stalled on it (it divided by zero)."""
+    monitor = Monitor(compiled=compiled)
+    for s in range(1, 10):
+        monitor.process(Event(run_id="r", step=2 * s, ts=s * 5e-324, metrics={"loss": 1.0}))
+    assert monitor.runs["r"].stall.cadence() == 0.0
+    assert monitor.tick(1000.0) == []

@@ -7,15 +7,16 @@ import math
 import pickle
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import streamwatch_native
 
-from streamwatch.checks import HackingCheck
-from streamwatch.config import Config, EngineConfig, HackingSettings
+from streamwatch.checks import HackingCheck, StallCheck
+from streamwatch.config import Config, EngineConfig, HackingSettings, StallSettings
 from streamwatch.events import Event
-from streamwatch.incidents import KINDS, Incident
+from streamwatch.incidents import KINDS, Finding, Incident, Severity
 from streamwatch.indicators import Indicator, IndicatorMap
 from streamwatch.monitor import Monitor
 from streamwatch.run import check_specs, make_checks
@@ -239,3 +240,127 @@ def test_the_compiled_hacking_check_finds_what_the_python_one_finds() -> None:
         assert native.kinds == python.kinds == HackingCheck.kinds
     assert heldouts > 1000
     assert found > 100, f"only {found} hacking findings: too little was compared"
+
+
+#: One call of the stall check: ("observe", step, ts), ("check", now, heard) with heard
+#: passed, ("check", now) without it, or ("end",): the engine sets ``ended``.
+StallCall = (
+    tuple[str, int, float | None] | tuple[str, float, float | None] | tuple[str, float] | tuple[str]
+)
+
+
+def stall_calls(seed: int) -> list[StallCall]:
+    """A run's events and the engine's checks between them: steady cadences with jitter, long
+    silences, clocks going backwards, missing and broken times, repeated and jumping steps,
+    ends of input, and checks on the event clock and on a live service's own clock."""
+    rng = random.Random(seed)
+    shape = seed % 6
+    cadence = rng.choice([0.2, 1.0, 7.5, 30.0, 120.0, 900.0])
+    jitter = rng.choice([0.0, 0.01, 0.2, 0.6])
+    limit = max(StallSettings().factor * cadence, StallSettings().min_seconds)
+    t = rng.choice([0.0, 1.7e9, -500.0, 1e15])
+    step = rng.choice([0, 1, 100])
+    offset = rng.choice([0.0, -600.0, 37.5, 1e4])  # a live service's clock against the run's
+    calls: list[StallCall] = []
+
+    def check(now: float) -> None:
+        how = rng.randrange(5)
+        if how == 0:
+            calls.append(("check", now))
+        elif how == 1:
+            calls.append(("check", now, None))
+        elif how == 2:  # heard on the service's clock: its own now, when the last event came
+            calls.append(("check", now + offset, t + offset))
+        elif how == 3:
+            calls.append(("check", now, rng.choice([math.nan, math.inf, -math.inf, t - limit])))
+        else:
+            calls.append(("check", rng.choice([math.nan, math.inf, -math.inf, now])))
+
+    for _ in range(rng.randrange(80, 250)):
+        if shape == 3:  # repeated steps, steps back, steps jumping
+            step += rng.choice([0, 0, 1, 1, 1, 2, 7, 500, -3])
+        elif rng.random() < 0.97:
+            step += 1
+        t += cadence * (1.0 + jitter * rng.uniform(-1.0, 1.0))
+        if rng.random() < 0.06:  # a silence, checked while it lasts (or not)
+            gap = cadence * rng.choice([2, 4, 6, 10, 20, 50]) + rng.choice([0.0, 30.0, 300.0])
+            for _ in range(rng.randrange(0, 4)):
+                check(t + gap * rng.random())
+            t += gap
+        ts: float | None = t
+        if shape == 1 and rng.random() < 0.15:  # a clock going backwards
+            ts = t - rng.choice([0.5, 5.0, 50.0]) * cadence - rng.choice([0.0, 100.0, 5000.0])
+        if shape == 2 and rng.random() < 0.15:
+            ts = rng.choice([None, math.nan, math.inf, -math.inf])
+        calls.append(("observe", step, ts))
+        if rng.random() < 0.15:
+            check(t + rng.uniform(-cadence, 20.0 * cadence))
+        if (shape == 4 and rng.random() < 0.06) or rng.random() < 0.01:
+            calls.append(("end",))  # the input is over ... until the run's next event
+            for _ in range(rng.randrange(0, 3)):
+                check(t + limit * rng.choice([2.0, 10.0]))
+    for k in (0.5, 1.05, 1.5, 2.5, 3.5, 10.0, 1e6):  # the silence after the last event
+        check(t + k * limit)
+    return calls
+
+
+def special_stall_calls() -> list[list[StallCall]]:
+    """Times at the ends of the float range: gaps that overflow, a cadence that underflows to
+    zero (Python's division by it raises), a step advance that goes back in time."""
+    huge = [("observe", i, (-1) ** i * 1.5e308) for i in range(6)]
+    tiny = [("observe", 2 * i, i * 5e-324) for i in range(5)]
+    back = [("observe", i, 1000.0 - 10.0 * i) for i in range(6)] + [("observe", 9, 2000.0)]
+    out: list[list[StallCall]] = []
+    for events in (huge, tiny, back):
+        calls: list[StallCall] = list(events)
+        calls += [("check", x) for x in (0.0, 59.0, 61.0, 1000.0, 1e300, math.inf, math.nan)]
+        calls += [("check", 1e4, 0.0), ("check", 1e4, -math.inf)]
+        out.append(calls)
+    return out
+
+
+def stall_call(check: StallCheck | streamwatch_native.StallCheck, call: StallCall) -> str:
+    """Makes the call as the engine would; what it answered, or what it raised."""
+
+    def answer(result: Callable[[], Finding | None]) -> str:
+        try:
+            return repr(result())
+        except ArithmeticError as e:
+            return f"{type(e).__name__}: {e}"
+
+    match call:
+        case ("observe", int(step), ts):
+            assert ts is None or isinstance(ts, float)
+            return answer(lambda: check.observe(step, ts))
+        case ("check", float(now), heard):
+            assert heard is None or isinstance(heard, float)
+            return answer(lambda: check.check(now, heard))
+        case ("check", float(now)):
+            return answer(lambda: check.check(now))
+        case ("end",):
+            check.ended = True
+            return "None"
+    raise AssertionError(f"not a call: {call!r}")
+
+
+def test_the_compiled_stall_check_finds_what_the_python_one_finds() -> None:
+    runs = [stall_calls(seed) for seed in range(60)] + special_stall_calls()
+    found: dict[Severity, int] = defaultdict(int)
+    for r, calls in enumerate(runs):
+        python = StallCheck(StallSettings())
+        native = streamwatch_native.StallCheck(StallSettings())
+        assert native.kinds == python.kinds == StallCheck.kinds
+        for i, call in enumerate(calls):
+            if i == len(calls) // 2:  # a snapshot mid-stream carries on where it was
+                native = pickle.loads(pickle.dumps(native))
+            where = f"run {r}, call {i}: {call!r}"
+            expected = stall_call(python, call)
+            got = stall_call(native, call)
+            assert got == expected, where
+            assert repr(native.cadence()) == repr(python.cadence()), where
+            assert repr(native.last_ts) == repr(python.last_ts), where
+            assert native.last_step == python.last_step, where
+            assert native.ended is python.ended, where
+            if expected.startswith("Finding("):
+                found[Severity.CRITICAL if "CRITICAL" in expected else Severity.WARNING] += 1
+    assert found[Severity.WARNING] > 20 and found[Severity.CRITICAL] > 20, dict(found)

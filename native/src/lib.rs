@@ -15,6 +15,7 @@ mod detectors;
 mod hacking;
 mod py;
 mod series;
+mod stall;
 
 use checks::{AnyCheck, Named};
 
@@ -122,6 +123,8 @@ fn streamwatch_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<series::Series>()?;
     m.add_function(wrap_pyfunction!(series::process_solo, m)?)?;
     m.add_function(wrap_pyfunction!(series::_restore_series, m)?)?;
+    m.add_class::<stall::StallCheck>()?;
+    m.add_function(wrap_pyfunction!(stall::_restore_stall, m)?)?;
     m.add_function(wrap_pyfunction!(_restore_checks, m)?)?;
     Ok(())
 }

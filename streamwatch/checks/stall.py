@@ -60,8 +60,8 @@ class StallCheck:
         if self.ended or not silent > self.s.min_seconds:
             return None
         cadence = self.cadence()
-        if math.isnan(cadence):
-            return None
+        if math.isnan(cadence) or cadence <= 0.0:
+            return None  # too few steps, or steps too close in time to measure
         limit = max(self.s.factor * cadence, self.s.min_seconds)
         if silent <= limit:
             return None
