@@ -133,13 +133,15 @@ def raw_consume(kwargs: dict[str, Any], topic: str, events: int) -> float:
 
 
 def service_settings(bootstrap: str, topic: str, tag: str) -> ServiceSettings:
+    """Each measured group has a state topic of its own: a process taking over partitions
+    reads its group's checkpoints, which the earlier groups' would only bury."""
     return ServiceSettings(
         connection=KafkaConnection(bootstrap_servers=bootstrap, client_id="bench"),
         topic=topic,
         group=f"bench-{tag}",
         incidents_topic=f"{topic}.incidents",
         dead_letter_topic=f"{topic}.dlq",
-        state_topic=f"{topic}.state",
+        state_topic=f"{topic}.state.{tag}",
         partitions=PARTITIONS,
         console=False,
     )
@@ -363,9 +365,9 @@ def delete_topics(kwargs: dict[str, Any], topics: list[str]) -> None:
 
     admin: Any = KafkaAdminClient(**kwargs)
     try:
-        existing = set(admin.list_topics())
-        names = [f"{t}{suffix}" for t in topics for suffix in ("", ".incidents", ".dlq", ".state")]
-        admin.delete_topics([n for n in names if n in existing])
+        # the topics and the service's own (incidents, dead letters, state)
+        names = [n for n in admin.list_topics() if any(n.startswith(t) for t in topics)]
+        admin.delete_topics(names)
     finally:
         admin.close()
 

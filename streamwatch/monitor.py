@@ -102,7 +102,6 @@ class Monitor:
                 s = run.new_series(name, self.indicators.resolve(name))
             if src == s.solo and step > s.pending_step and x - x == 0.0:
                 # the hot path: one source, a finite value of a new step
-                s.last_step[src] = step
                 s.pending_step = step
                 if book.open:
                     run.finite(s, step)

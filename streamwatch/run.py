@@ -141,7 +141,8 @@ class PySeries:
         self.pending_values: list[tuple[str, float]] = []
         self.expected = 1  # sources that reported the previous step
         self.closed = False  # the pending step was judged already
-        self.solo: str | None = None  # the only source, while there is one value a step
+        # the only source, while there is one value a step (its step is not kept in last_step)
+        self.solo: str | None = None
 
 
 if TYPE_CHECKING:
@@ -206,10 +207,13 @@ class RunState:
         """One value of one source: repeats, gathering across sources, non-finite values.
 
         The Monitor handles the common case itself (one source, a finite value of a new
-        step: ``Series.solo``) and calls :meth:`judge` directly.
+        step: ``Series.solo``) and calls :meth:`judge` directly, without noting the step in
+        ``last_step``: the solo source's last step is the pending one, noted here.
         """
-        s.solo = None
         seen = s.last_step
+        if s.solo is not None:
+            seen[s.solo] = s.pending_step
+            s.solo = None
         last = seen.get(src, -1)
         if step <= last:
             self._set_aside_repeat(s, src, step, last, origin)

@@ -161,7 +161,6 @@ pub fn process_solo(
     src: &Bound<'_, PyString>,
     metrics: &Bound<'_, PyDict>,
 ) -> PyResult<(usize, Option<(PyObject, PyObject)>)> {
-    let step_obj = step.into_pyobject(py)?;
     for (i, (name, value)) in metrics.iter().enumerate() {
         let Some(entry) = series.get_item(&name)? else {
             return Ok((i, None));
@@ -181,9 +180,8 @@ pub fn process_solo(
             if checks.downcast::<Checks>().is_err() {
                 return Ok((i, None));
             }
-            sb.last_step.bind(py).set_item(src, &step_obj)?;
-            sb.pending_step = step;
-            // a straggler check needs several sources: with one, closing it does nothing
+            sb.pending_step = step; // and not in last_step, while solo (see RunState.value)
+                                    // a straggler check needs several sources: with one, closing it does nothing
             (checks, sb.train_reward, sb.feeds_hacking)
         };
         let checks = checks.downcast::<Checks>().expect("checked above");

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from streamwatch._json import loads
-from streamwatch.events import Event, Problem, decode_event, decode_plain_json
+from streamwatch.events import Event, Problem, decode_event
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -102,9 +102,6 @@ def decode_message(
         return Decoded(
             rejected=Rejected("oversized", f"{len(value):,} bytes, more than {max_bytes:,}")
         )
-    event = decode_plain_json(value)
-    if event is not None:
-        return Decoded(event=event)
     try:
         obj = loads(value)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError
