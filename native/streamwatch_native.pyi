@@ -74,3 +74,19 @@ class Series:
 def process_solo(
     run: Any, series: dict[str, Any], step: int, src: str, metrics: dict[str, float]
 ) -> tuple[int, tuple[Series, Results] | None]: ...
+
+def process_records(
+    monitor: Any,
+    records: list[Any],
+    start: int,
+    max_bytes: int,
+    skip_below: dict[str, int],
+    partition: int,
+    run_partition: dict[str, int],
+    heard: dict[str, float],
+    received: float,
+    dirty: set[str],
+) -> tuple[int, int, int, tuple[Any, ...] | None]: ...
+def _plain_event(
+    value: bytes,
+) -> tuple[str, int, float | None, str, list[tuple[str, float]], bool] | None: ...

@@ -86,16 +86,30 @@ class Monitor:
         loss = run.loss_metric
         if loss is not None and metrics.get(loss) == 0.0:
             run.loss_zero_step = step  # with a non-finite grad norm: the skipped-step signature
-        series = run.series
-        book = run.book
-        nonfinite = 0
         items: Iterable[tuple[str, float]] = metrics.items()
-        if self._solo is not None and not book.open:
-            done, found = self._solo(run, series, step, src, metrics)
+        if self._solo is not None and not run.book.open:
+            done, found = self._solo(run, run.series, step, src, metrics)
             if found is not None:  # the last value it judged found something
                 judged, results = found
                 run.settle(judged, step, metrics[judged.metric], results)
             items = islice(items, done, None) if done < len(metrics) else ()
+        return self._values(run, step, event.ts, src, items, len(metrics), origin)
+
+    def _values(
+        self,
+        run: RunState,
+        step: int,
+        ts: float | None,
+        src: str,
+        items: Iterable[tuple[str, float]],
+        n: int,
+        origin: str,
+    ) -> list[Incident]:
+        """The rest of :meth:`process`: the event's values (those ``items`` the compiled
+        loop left), then its count and time."""
+        series = run.series
+        book = run.book
+        nonfinite = 0
         for name, x in items:
             s = series.get(name)
             if s is None:
@@ -112,9 +126,8 @@ class Monitor:
             run.value(s, src, step, x, origin)
         stats = self.stats
         stats.events += 1
-        stats.values += len(metrics)
+        stats.values += n
         stats.nonfinite += nonfinite
-        ts = event.ts
         if ts is not None and ts > self.now:
             self.now = ts
             if ts - self._swept >= self.sweep_seconds:

@@ -38,6 +38,7 @@ from streamwatch.config import Config
 from streamwatch.events import is_finished
 from streamwatch.incidents import Incident, Severity
 from streamwatch.monitor import Monitor
+from streamwatch.native import core
 from streamwatch.ownership import Listener, Ownership
 from streamwatch.replay import Sink
 from streamwatch.report.live import LiveReport
@@ -192,6 +193,10 @@ class Service:
         self._next_commit: dict[int, float] = {}
         self._jsonl_dirty = False
         self._logged = 0
+        # the compiled core's loop over a batch, for records that need nothing else (not
+        # with the live report, which draws every event)
+        monitor = self.monitor
+        self._fast = core.process_records if monitor.compiled and self._live is None else None
         self.started = threading.Event()
         self._stop = threading.Event()
 
@@ -401,7 +406,22 @@ class Service:
                     continue
             prefix = f"{tp.topic}/{p}@"
             dirty = own.dirty.setdefault(p, set())
-            for record in records:
+            i, n = 0, len(records)
+            while i < n:
+                if self._fast is not None:
+                    i, events, values, found = self._fast(
+                        monitor, records, i, max_bytes, skip_below, p, run_partition, heard,
+                        received, dirty,
+                    )  # fmt: skip
+                    counts.events += events
+                    counts.values += values
+                    if found is not None:  # the last record's checks found something
+                        self._found(found, prefix + str(records[i - 1].offset))
+                        continue
+                    if i == n:
+                        break
+                record = records[i]
+                i += 1
                 origin = prefix + str(record.offset)
                 decoded = decode_message(record.value, origin, max_bytes=max_bytes)
                 event = decoded.event
@@ -432,6 +452,16 @@ class Service:
         problems = monitor.drain_problems()
         if problems:
             self._problems(problems)
+
+    def _found(self, found: tuple[Any, ...], origin: str) -> None:
+        """A record of the compiled loop whose checks found something: report it and judge
+        the rest of its values as :meth:`Monitor.process` does."""
+        run, s, step, ts, src, x, results, rest, n = found
+        if results is not None:
+            run.settle(s, step, x, results)
+        updates = self.monitor._values(run, step, ts, src, rest, n, origin)
+        if updates:
+            self._emit(updates)
 
     def _problems(self, problems: Sequence[Any]) -> None:
         self.counts.problems += len(problems)

@@ -14,6 +14,7 @@ mod checks;
 mod detectors;
 mod hacking;
 mod py;
+mod records;
 mod series;
 mod stall;
 
@@ -121,6 +122,8 @@ fn streamwatch_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<hacking::HackingCheck>()?;
     m.add_function(wrap_pyfunction!(hacking::_restore_hacking, m)?)?;
     m.add_class::<series::Series>()?;
+    m.add_function(wrap_pyfunction!(records::process_records, m)?)?;
+    m.add_function(wrap_pyfunction!(records::_plain_event, m)?)?;
     m.add_function(wrap_pyfunction!(series::process_solo, m)?)?;
     m.add_function(wrap_pyfunction!(series::_restore_series, m)?)?;
     m.add_class::<stall::StallCheck>()?;

@@ -144,10 +144,70 @@ pub fn _restore_series(py: Python<'_>, made: Made, state: State) -> PyResult<Ser
     Ok(s)
 }
 
-/// The common case of `Monitor.process`, for the values of one event in order: a series
-/// that exists, has one source (`series.solo == src`), a step after its last one and a
-/// finite value, with no incident open in the run. Updates the series as the reference
-/// loop does and judges the value with its compiled checks.
+/// The series' compiled checks when it takes the common case for `x` at `step`: a series
+/// with one source (`solo == src`), a step after its last one, a finite value. None: the
+/// reference loop's other branches apply.
+pub fn solo_checks<'py>(
+    s: &Bound<'py, Series>,
+    src: &Bound<'py, PyString>,
+    step: i64,
+    x: f64,
+) -> PyResult<Option<Bound<'py, Checks>>> {
+    let sb = s.borrow();
+    let solo = sb.solo.bind(s.py());
+    let is_solo = solo.is(src) || (!solo.is_none() && solo.eq(src)?);
+    if !x.is_finite() || !is_solo || step <= sb.pending_step {
+        return Ok(None);
+    }
+    Ok(sb.checks.bind(s.py()).downcast::<Checks>().ok().cloned())
+}
+
+/// What one value of a solo series led to.
+pub enum Judged {
+    /// Nothing to report.
+    Quiet,
+    /// The checks' `judge` answer, which found something: the caller reports it.
+    Found(PyObject),
+    /// The hacking or straggler check fired: the run has an incident open now.
+    Opened,
+}
+
+/// The common case of the reference loop for one value that passed `solo_checks`: note the
+/// step, judge the value, feed the hacking check.
+pub fn judge_solo(
+    py: Python<'_>,
+    run: &Bound<'_, PyAny>,
+    s: &Bound<'_, Series>,
+    checks: &Bound<'_, Checks>,
+    step: i64,
+    x: f64,
+) -> PyResult<Judged> {
+    let (train_reward, special) = {
+        let mut sb = s.borrow_mut();
+        sb.pending_step = step; // and not in last_step, while solo (see RunState.value)
+        (sb.train_reward, sb.feeds_hacking)
+    };
+    if let Some(results) = checks.borrow_mut().judge_quiet(py, step, x)? {
+        return Ok(Judged::Found(results));
+    }
+    if train_reward {
+        if let Ok(hacking) = run.getattr(intern!(py, "hacking"))?.downcast::<HackingCheck>() {
+            hacking.borrow_mut().train_value(x);
+            return Ok(Judged::Quiet);
+        }
+    }
+    // a straggler check needs several sources: with one, closing it does nothing
+    if special {
+        run.call_method1(intern!(py, "_close_special"), (s, step, x))?;
+        if run.getattr(intern!(py, "book"))?.getattr(intern!(py, "open"))?.is_truthy()? {
+            return Ok(Judged::Opened);
+        }
+    }
+    Ok(Judged::Quiet)
+}
+
+/// The common case of `Monitor.process`, for the values of one event in order, with no
+/// incident open in the run: each value that passes `solo_checks` is judged by `judge_solo`.
 ///
 /// Returns `(n, found)`: the first `n` values were handled. `found` is None, or, when the
 /// n-th value's checks found something, `(series, its checks' judge answer)`: the caller
@@ -162,43 +222,16 @@ pub fn process_solo(
     metrics: &Bound<'_, PyDict>,
 ) -> PyResult<(usize, Option<(PyObject, PyObject)>)> {
     for (i, (name, value)) in metrics.iter().enumerate() {
-        let Some(entry) = series.get_item(&name)? else {
-            return Ok((i, None));
-        };
-        let Ok(s) = entry.downcast::<Series>() else {
-            return Ok((i, None));
-        };
+        let Some(entry) = series.get_item(&name)? else { return Ok((i, None)) };
+        let Ok(s) = entry.downcast::<Series>() else { return Ok((i, None)) };
         let x: f64 = value.extract()?;
-        let (checks, train_reward, special) = {
-            let mut sb = s.borrow_mut();
-            let solo = sb.solo.bind(py);
-            let is_solo = solo.is(src) || (!solo.is_none() && solo.eq(src)?);
-            if !x.is_finite() || !is_solo || step <= sb.pending_step {
-                return Ok((i, None));
+        let Some(checks) = solo_checks(s, src, step, x)? else { return Ok((i, None)) };
+        match judge_solo(py, run, s, &checks, step, x)? {
+            Judged::Quiet => {}
+            Judged::Found(results) => {
+                return Ok((i + 1, Some((s.clone().into_any().unbind(), results))))
             }
-            let checks = sb.checks.bind(py).clone();
-            if checks.downcast::<Checks>().is_err() {
-                return Ok((i, None));
-            }
-            sb.pending_step = step; // and not in last_step, while solo (see RunState.value)
-                                    // a straggler check needs several sources: with one, closing it does nothing
-            (checks, sb.train_reward, sb.feeds_hacking)
-        };
-        let checks = checks.downcast::<Checks>().expect("checked above");
-        if let Some(results) = checks.borrow_mut().judge_quiet(py, step, x)? {
-            return Ok((i + 1, Some((s.clone().into_any().unbind(), results))));
-        }
-        if train_reward {
-            if let Ok(hacking) = run.getattr(intern!(py, "hacking"))?.downcast::<HackingCheck>() {
-                hacking.borrow_mut().train_value(x);
-                continue;
-            }
-        }
-        if special {
-            run.call_method1(intern!(py, "_close_special"), (s, step, x))?;
-            if run.getattr(intern!(py, "book"))?.getattr(intern!(py, "open"))?.is_truthy()? {
-                return Ok((i + 1, None));
-            }
+            Judged::Opened => return Ok((i + 1, None)),
         }
     }
     Ok((metrics.len(), None))

@@ -86,6 +86,17 @@ impl StallCheck {
         Ok(gap)
     }
 
+    /// Would `observe_event(_, Some(ts))` end a silence with a finding? (Changes nothing.)
+    pub fn gap_at(&self, py: Python<'_>, ts: f64) -> PyResult<bool> {
+        let silent = ts - self.last_ts;
+        if silent.is_nan() || silent <= self.min_seconds {
+            return Ok(false); // `observe_event` does not judge the gap then
+        }
+        let mut probe = self.clone(); // judged as `observe_event` judges: input not over
+        probe.ended = false;
+        Ok(probe.judge(py, ts, None)?.is_some())
+    }
+
     /// The median gap between step advances, per step; NaN while too few.
     pub fn cadence_seconds(&self) -> f64 {
         if (self.gaps.len() as i64) < self.min_steps - 1 {
