@@ -364,3 +364,86 @@ def test_the_compiled_stall_check_finds_what_the_python_one_finds() -> None:
             if expected.startswith("Finding("):
                 found[Severity.CRITICAL if "CRITICAL" in expected else Severity.WARNING] += 1
     assert found[Severity.WARNING] > 20 and found[Severity.CRITICAL] > 20, dict(found)
+
+
+def messages(seed: int) -> list[tuple[bytes, bool]]:
+    """Plain events (True) and every near miss: wrong types, bounds, nulls, duplicates,
+    escapes, non-finite tokens."""
+    rng = random.Random(seed)
+    out: list[tuple[bytes, bool]] = []
+    numbers = ["1", "0", "-0", "-0.0", "1e5", "2.5E-3", "123456789012345678901234567890",
+               "1e308", "4.9e-324", "-17", "0.1", "NaN", "Infinity", "1e999", "true", "null",
+               '"1.5"', "[1]"]  # fmt: skip
+    steps = ["0", "7", str(2**53), str(2**53 + 1), "-1", "5.0", '"5"', "true", "null"]
+    run_ids = ['"r"', '"grpo-7b"', '"\\u00e9t\\u00e9"', '""', '"' + "x" * 512 + '"',
+               '"' + "x" * 513 + '"', '"\\ud800"', "1", "null"]  # fmt: skip
+    sources = [None, "{}", '{"host":"n1"}', '{"rank":3}', '{"host":"n1","rank":3,"x":[1]}',
+               '{"rank":true}', '{"host":1}', "null", '"n1"']  # fmt: skip
+    tags = [None, "{}", '{"exp":"a"}', '{"streamwatch.state":"finished"}', "null", '{"a":1}']
+    for _ in range(400):
+        n = rng.choice([0, 1, 3, 20])
+        plain = rng.random() < 0.5  # half are events the fast path should take whole
+        pick = (lambda xs: xs[0]) if plain else rng.choice
+        names = [rng.choice(["loss", "a/b", "é", "", 'x\\"y', "custom/m"]) for _ in range(n)]
+        if plain:
+            names = [f"m{i}" for i in range(max(n, 1))]
+        usual = [x for x in numbers[:10] if not x.startswith("-0")]
+        vals = [rng.choice(usual) if plain else rng.choice(numbers) for _ in names]
+        metrics = "{" + ",".join(f'"{k}":{v}' for k, v in zip(names, vals, strict=True)) + "}"
+        fields = [f'"run_id":{pick(run_ids) if plain else rng.choice(run_ids)}',
+                  f'"step":{steps[1] if plain else rng.choice(steps)}',
+                  f'"metrics":{metrics}']  # fmt: skip
+        if rng.random() < 0.5:
+            times = ["1764460800.5", "5", "null", "-0", "NaN", "x"]
+            fields.append(f'"ts":{pick(times) if plain else rng.choice(times)}')
+        source, tag = rng.choice(sources[:5]) if plain else rng.choice(sources), rng.choice(tags)
+        if plain and tag not in (None, "{}", '{"exp":"a"}'):
+            tag = None
+        if source is not None:
+            fields.append(f'"source":{source}')
+        if tag is not None:
+            fields.append(f'"tags":{tag}')
+        if rng.random() < 0.2:
+            fields.append('"extra":{"deep":[1,{"a":null}]}')
+        if not plain and rng.random() < 0.2:
+            fields.append(rng.choice(fields))  # a key twice
+        rng.shuffle(fields)
+        text = "{" + ",".join(fields) + "}"
+        if not plain and rng.random() < 0.1:
+            text = rng.choice([text + "x", "[" + text + "]", text[:-1], " " + text + "\n"])
+        out.append((text.encode(), plain))
+    out.append((b'{"run_id":"r","step":1,"metrics":{"a":1}}\xff', False))
+    return out
+
+
+def test_the_compiled_reader_takes_what_the_python_one_reads_plainly() -> None:
+    """A message the compiled loop reads gives the event ``decode_message`` gives; what it
+    leaves is left to the careful path."""
+    from streamwatch._json import loads
+    from streamwatch.events import _decode_plain, is_finished, source_key
+
+    taken = left = 0
+    for seed in range(5):
+        for raw, plain in messages(seed):
+            fast = streamwatch_native._plain_event(raw)
+            try:
+                obj = loads(raw)
+            except ValueError:
+                obj = None
+            event = _decode_plain(obj) if type(obj) is dict else None
+            if fast is None:  # the careful path reads it (NaN, -0, ... or not an event)
+                assert not plain, raw
+                left += 1
+                continue
+            taken += 1
+            assert event is not None, raw
+            expected = (
+                event.run_id,
+                event.step,
+                event.ts,
+                source_key(event.source),
+                list(event.metrics.items()),
+                is_finished(event),
+            )
+            assert repr(fast) == repr(expected), raw
+    assert taken > 800 and left > 800, (taken, left)
