@@ -75,8 +75,14 @@ def process_solo(
     run: Any, series: dict[str, Any], step: int, src: str, metrics: dict[str, float]
 ) -> tuple[int, tuple[Series, Results] | None]: ...
 
+class Routes:
+    """What each run's last event named, with the series (``process_records``)."""
+
+    def __len__(self) -> int: ...
+
 def process_records(
     monitor: Any,
+    routes: Routes,
     records: list[Any],
     start: int,
     max_bytes: int,

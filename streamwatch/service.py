@@ -194,9 +194,9 @@ class Service:
         self._jsonl_dirty = False
         self._logged = 0
         # the compiled core's loop over a batch, for records that need nothing else (not
-        # with the live report, which draws every event)
-        monitor = self.monitor
-        self._fast = core.process_records if monitor.compiled and self._live is None else None
+        # with the live report, which draws every event); it remembers each run's metrics
+        fast = self.monitor.compiled and self._live is None and core is not None
+        self._routes = core.Routes() if fast else None
         self.started = threading.Event()
         self._stop = threading.Event()
 
@@ -392,6 +392,7 @@ class Service:
         own = self._ownership()
         run_partition = own.run_partition
         skip_below = own.skip_below
+        routes = self._routes
         for tp, records in batch.items():
             p = tp.partition
             if p not in own.owned:
@@ -408,15 +409,15 @@ class Service:
             dirty = own.dirty.setdefault(p, set())
             i, n = 0, len(records)
             while i < n:
-                if self._fast is not None:
-                    i, events, values, found = self._fast(
-                        monitor, records, i, max_bytes, skip_below, p, run_partition, heard,
-                        received, dirty,
+                if routes is not None:
+                    i, events, values, rest = core.process_records(
+                        monitor, routes, records, i, max_bytes, skip_below, p, run_partition,
+                        heard, received, dirty,
                     )  # fmt: skip
                     counts.events += events
                     counts.values += values
-                    if found is not None:  # the last record's checks found something
-                        self._found(found, prefix + str(records[i - 1].offset))
+                    if rest is not None:  # the last record's values, from one on, are ours
+                        self._rest(rest, prefix + str(records[i - 1].offset))
                         continue
                     if i == n:
                         break
@@ -453,13 +454,13 @@ class Service:
         if problems:
             self._problems(problems)
 
-    def _found(self, found: tuple[Any, ...], origin: str) -> None:
-        """A record of the compiled loop whose checks found something: report it and judge
-        the rest of its values as :meth:`Monitor.process` does."""
-        run, s, step, ts, src, x, results, rest, n = found
+    def _rest(self, rest: tuple[Any, ...], origin: str) -> None:
+        """A record the compiled loop began: report what its checks found, if anything, and
+        judge the rest of its values as :meth:`Monitor.process` does."""
+        run, s, step, ts, src, x, results, items, n = rest
         if results is not None:
             run.settle(s, step, x, results)
-        updates = self.monitor._values(run, step, ts, src, rest, n, origin)
+        updates = self.monitor._values(run, step, ts, src, items, n, origin)
         if updates:
             self._emit(updates)
 

@@ -3,6 +3,7 @@ incident by incident over whole runs (simulated failures of every kind, the real
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 import random
@@ -447,3 +448,67 @@ def test_the_compiled_reader_takes_what_the_python_one_reads_plainly() -> None:
             )
             assert repr(fast) == repr(expected), raw
     assert taken > 800 and left > 800, (taken, left)
+
+
+def test_the_compiled_batch_loop_raises_what_the_event_loop_raises() -> None:
+    """``process_records`` (the live service's common case) against decode + process, on
+    failing runs with several ranks; midway each run is restored from its own snapshot (a
+    hand-over within the process: its remembered series must not be used again)."""
+    from collections import namedtuple
+
+    from streamwatch.simulate import simulate
+    from streamwatch.sources.kafka import decode_message
+
+    record = namedtuple("record", "value offset")
+    specs = [random_fault_spec(kind, 7) for kind in ("entropy_collapse", "metric_spike")]
+    specs.append(healthy_spec("calm", 3, hosts=1, ranks_per_host=1))
+    events = list(simulate(specs))
+    values = [json.dumps(e.to_json_dict()).encode() for e in events]
+    restore_at = len(values) // 2
+
+    def by_events() -> list[str]:
+        monitor = Monitor(sweep_seconds=math.inf)
+        out = []
+        for i, v in enumerate(values):
+            if i == restore_at:
+                for run_id in list(monitor.runs):
+                    monitor.restore(monitor.snapshot(run_id, close=False))
+            event = decode_message(v, "t").event
+            assert event is not None
+            out += monitor.process(event, "t")
+        return [repr(u.model_dump()) for u in out]
+
+    def by_batches() -> tuple[list[str], int]:
+        monitor = Monitor(sweep_seconds=math.inf)
+        routes = streamwatch_native.Routes()
+        out: list[Incident] = []
+        fast = 0
+        records = [record(v, i) for i, v in enumerate(values)]
+        for start in range(0, len(records), 100):
+            if start == restore_at // 100 * 100:
+                for run_id in list(monitor.runs):
+                    monitor.restore(monitor.snapshot(run_id, close=False))
+            batch, i = records[start : start + 100], 0
+            while i < len(batch):
+                i, n, _, rest = streamwatch_native.process_records(
+                    monitor, routes, batch, i, 1 << 20, {}, 0, {}, {}, 0.0, set()
+                )
+                fast += n
+                if rest is not None:
+                    run, s, step, ts, src, x, results, items, k = rest
+                    if results is not None:
+                        run.settle(s, step, x, results)
+                    out += monitor._values(run, step, ts, src, items, k, "t")
+                    continue
+                if i < len(batch):
+                    event = decode_message(batch[i].value, "t").event
+                    assert event is not None
+                    out += monitor.process(event, "t")
+                    i += 1
+        return [repr(u.model_dump()) for u in out], fast
+
+    expected = by_events()
+    got, fast = by_batches()
+    assert got == expected
+    assert any("entropy_collapse" in u for u in expected)
+    assert fast > len(values) // 2, f"the compiled loop took {fast} of {len(values)} records"

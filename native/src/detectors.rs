@@ -228,7 +228,7 @@ impl LevelShift {
                 self.update.insert(update.unbind()).bind(py)
             }
         };
-        self.drift = update.call1((x,))?.is_truthy()?;
+        self.drift = crate::py::call_float(update, x)?.is_truthy()?;
         Ok(self.drift)
     }
 }
@@ -237,6 +237,8 @@ impl LevelShift {
 #[derive(Serialize, Deserialize)]
 pub struct SustainedShift {
     ph: PyState,
+    #[serde(skip)]
+    update: Option<PyObject>, // its bound `update`, looked up once
     clip: f64,
 }
 
@@ -249,7 +251,7 @@ impl SustainedShift {
         kwargs.set_item("threshold", 8.0)?;
         kwargs.set_item("mode", mode)?;
         let ph = py.import("river.drift")?.getattr("PageHinkley")?.call((), Some(&kwargs))?;
-        Ok(SustainedShift { ph: PyState(ph.unbind()), clip: 4.0 })
+        Ok(SustainedShift { ph: PyState(ph.unbind()), update: None, clip: 4.0 })
     }
 
     pub fn update(&mut self, py: Python<'_>, z: f64) -> PyResult<bool> {
@@ -258,7 +260,11 @@ impl SustainedShift {
         }
         let clipped = crate::py::max(-self.clip, crate::py::min(self.clip, z));
         let ph = self.ph.0.bind(py);
-        ph.call_method1(intern!(py, "update"), (clipped,))?;
+        let update = match &self.update {
+            Some(update) => update.bind(py),
+            None => self.update.insert(ph.getattr(intern!(py, "update"))?.unbind()).bind(py),
+        };
+        crate::py::call_float(update, clipped)?;
         ph.getattr(intern!(py, "drift_detected"))?.is_truthy()
     }
 }

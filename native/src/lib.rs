@@ -122,6 +122,7 @@ fn streamwatch_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<hacking::HackingCheck>()?;
     m.add_function(wrap_pyfunction!(hacking::_restore_hacking, m)?)?;
     m.add_class::<series::Series>()?;
+    m.add_class::<records::Routes>()?;
     m.add_function(wrap_pyfunction!(records::process_records, m)?)?;
     m.add_function(wrap_pyfunction!(records::_plain_event, m)?)?;
     m.add_function(wrap_pyfunction!(series::process_solo, m)?)?;

@@ -6,7 +6,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyFloat, PyTuple};
 use serde::{Deserialize, Serialize};
 
 static FINDING: GILOnceCell<PyObject> = GILOnceCell::new();
@@ -99,6 +99,19 @@ impl<'py> Found<'py> {
             kwargs.set_item("onset_step", onset)?;
         }
         Ok(incidents_attr(py, &FINDING, "Finding")?.call(args, Some(&kwargs))?.unbind())
+    }
+}
+
+/// `f(x)`, with no argument tuple (vectorcall): river's detectors take a value per update.
+pub fn call_float<'py>(f: &Bound<'py, PyAny>, x: f64) -> PyResult<Bound<'py, PyAny>> {
+    let py = f.py();
+    let arg = PyFloat::new(py, x);
+    let args = [arg.as_ptr()];
+    // SAFETY: `f` and `arg` are live objects held for the call; one positional argument.
+    unsafe {
+        let out =
+            pyo3::ffi::PyObject_Vectorcall(f.as_ptr(), args.as_ptr(), 1, std::ptr::null_mut());
+        Bound::from_owned_ptr_or_err(py, out)
     }
 }
 

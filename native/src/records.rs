@@ -8,10 +8,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PySet, PyString, PyTuple};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use std::collections::{HashMap, HashSet};
 
 use crate::series::{judge_solo, solo_checks, Judged, Series};
 use crate::stall::StallCheck;
-use crate::Checks;
 
 /// `streamwatch.events.MAX_STEP`.
 const MAX_STEP: u64 = 1 << 53;
@@ -126,28 +126,56 @@ impl Plain {
         }
     }
 
-    fn ts(&self) -> Option<f64> {
-        self.ts
-    }
-
     fn finished(&self) -> bool {
         matches!(self.tags, Some(Some(Tags { finished: true })))
     }
 }
 
-/// A record whose event the common case takes: the run and each value's series and checks.
+/// What each run's last event named, in order, with the series: a run's next event names
+/// the same metrics (one process logs the same dict every step), whose series are then
+/// found without building a name and looking it up. Kept by the service, across batches.
+#[pyclass(module = "streamwatch_native")]
+#[derive(Default)]
+pub struct Routes {
+    runs: HashMap<String, Route>,
+}
+
+struct Route {
+    run: PyObject, // the run's state these series belong to (a restored run is another)
+    series: Vec<(String, Py<Series>)>,
+}
+
+/// Runs remembered before starting afresh (a route is only a short cut).
+const MAX_ROUTES: usize = 1 << 16;
+
+#[pymethods]
+impl Routes {
+    #[new]
+    fn new() -> Self {
+        Routes::default()
+    }
+
+    fn __len__(&self) -> usize {
+        self.runs.len()
+    }
+}
+
+/// A record whose event the common case takes: its run, and the series of its values
+/// (None for a metric the run has not seen).
 struct Ready<'py> {
     event: Plain,
     run: Bound<'py, PyAny>,
     stall: Bound<'py, StallCheck>,
     run_id: Bound<'py, PyString>,
-    src: Bound<'py, PyString>,
-    values: Vec<(Bound<'py, Series>, Bound<'py, Checks>, f64)>,
+    series: Vec<Option<Bound<'py, Series>>>,
 }
 
-/// The record, when the common case takes it whole. Changes nothing.
+/// The record, when the common case takes it: a plain event (not the end-of-run marker),
+/// each metric once, of a run with no incident open, that ends no silence. Changes nothing
+/// but `routes`.
 fn ready<'py>(
     runs: &Bound<'py, PyDict>,
+    routes: &mut Routes,
     record: &Bound<'py, PyAny>,
     max_bytes: usize,
     skip_below: &Bound<'py, PyDict>,
@@ -179,41 +207,64 @@ fn ready<'py>(
     let Ok(stall) = run.getattr(intern!(py, "stall"))?.downcast_into::<StallCheck>() else {
         return Ok(None);
     };
-    if let Some(ts) = event.ts() {
+    if let Some(ts) = event.ts {
         if stall.borrow().gap_at(py, ts)? {
             return Ok(None); // the event ends a silence nobody reported: a finding
         }
     }
-    let series = run.getattr(intern!(py, "series"))?;
-    let series = series.downcast::<PyDict>()?;
-    let src = PyString::new(py, &event.source_key());
-    let step = event.step as i64;
-    let mut values: Vec<(Bound<'py, Series>, Bound<'py, Checks>, f64)> =
-        Vec::with_capacity(event.metrics.0.len());
-    for (name, x) in &event.metrics.0 {
-        let Some(entry) = series.get_item(name)? else { return Ok(None) }; // a new series
-        let Ok(s) = entry.downcast_into::<Series>() else { return Ok(None) };
-        if values.iter().any(|(seen, _, _)| seen.is(&s)) {
-            return Ok(None); // a metric twice in one event
+    let metrics = &event.metrics.0;
+    let route = routes.runs.get(&event.run_id).filter(|route| route.run.bind(py).is(&run));
+    let same = route.is_some_and(|route| {
+        route.series.len() == metrics.len()
+            && route.series.iter().zip(metrics).all(|((a, _), (b, _))| a == b)
+    });
+    let series = if let Some(route) = route.filter(|_| same) {
+        route.series.iter().map(|(_, s)| Some(s.bind(py).clone())).collect()
+    } else {
+        let mut names = HashSet::with_capacity(metrics.len());
+        if !metrics.iter().all(|(name, _)| names.insert(name.as_str())) {
+            return Ok(None); // a metric twice in one event: the careful path keeps the last
         }
-        let Some(checks) = solo_checks(&s, &src, step, *x)? else { return Ok(None) };
-        values.push((s, checks, *x));
-    }
-    Ok(Some(Ready { event, run, stall, run_id, src, values }))
+        let by_name = run.getattr(intern!(py, "series"))?;
+        let by_name = by_name.downcast::<PyDict>()?;
+        let mut series = Vec::with_capacity(metrics.len());
+        for (name, _) in metrics {
+            series.push(match by_name.get_item(name)? {
+                Some(s) => Some(s.downcast_into::<Series>()?),
+                None => None,
+            });
+        }
+        if series.iter().all(Option::is_some) {
+            if routes.runs.len() >= MAX_ROUTES {
+                routes.runs.clear();
+            }
+            let kept = metrics.iter().zip(&series).map(|((name, _), s)| {
+                (name.clone(), s.as_ref().expect("all known").clone().unbind())
+            });
+            let route = Route { run: run.clone().unbind(), series: kept.collect() };
+            routes.runs.insert(event.run_id.clone(), route);
+        }
+        series
+    };
+    Ok(Some(Ready { event, run, stall, run_id, series }))
 }
 
 /// `Service._process` and `Monitor.process` for the records from `start` on, as long as
-/// each is one the common case takes whole (`ready`); `monitor.stats` counts them.
+/// each is one the common case takes (`ready`); `monitor.stats` counts them. The values of
+/// an event are judged here while they take the common case of the per-event loop
+/// (`solo_checks`); from the first that does not, the caller judges the rest.
 ///
-/// Returns `(next, events, values, found)`: the records before `next` were handled,
-/// `events` and `values` of them for the service's counts. `found` is None, or, when the
-/// checks found something in the last one's values, what the caller needs to report it
-/// and judge the rest of them: `(run, series, step, ts, src, x, results, rest, n)`.
+/// Returns `(next, events, values, rest)`: the records before `next` were handled,
+/// `events` and `values` of them for the service's counts. `rest` is None, or what the
+/// caller needs to finish the last one: `(run, series, step, ts, src, x, results, items,
+/// n)`, where `results` (of `series` at `x`, when not None) are to be reported first, then
+/// `items` judged and the event counted (`Monitor._values`).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn process_records<'py>(
     py: Python<'py>,
     monitor: &Bound<'py, PyAny>,
+    routes: &Bound<'py, Routes>,
     records: &Bound<'py, PyList>,
     start: usize,
     max_bytes: usize,
@@ -228,70 +279,75 @@ pub fn process_records<'py>(
     let runs = runs.downcast::<PyDict>()?;
     let mut now: f64 = monitor.getattr(intern!(py, "now"))?.extract()?;
     let (mut events, mut values, mut counted_values) = (0u64, 0u64, 0u64);
-    let mut found = None;
+    let mut rest = None;
     let mut next = start;
+    let mut routes = routes.borrow_mut();
     while next < records.len() {
         let record = records.get_item(next)?;
-        let Some(r) = ready(runs, &record, max_bytes, skip_below)? else { break };
+        let Some(r) = ready(runs, &mut routes, &record, max_bytes, skip_below)? else { break };
         next += 1;
-        let n = r.values.len() as u64;
+        let metrics = &r.event.metrics.0;
+        let n = metrics.len() as u64;
         events += 1;
         values += n;
         run_partition.set_item(&r.run_id, partition)?;
         heard.set_item(&r.run_id, received)?;
         dirty.add(&r.run_id)?;
         // RunState.observe: no stall ends with this event (`ready` saw to it)
-        let step = r.event.step as i64;
-        if let Some(ts) = r.event.ts() {
+        let (step, ts) = (r.event.step as i64, r.event.ts);
+        if let Some(ts) = ts {
             let last: Option<f64> = r.run.getattr(intern!(py, "last_ts"))?.extract()?;
             if last.is_none_or(|last| ts > last) {
                 r.run.setattr(intern!(py, "last_ts"), ts)?;
             }
         }
-        r.stall.borrow_mut().observe_event(py, step, r.event.ts())?;
+        r.stall.borrow_mut().observe_event(py, step, ts)?;
         let loss = r.run.getattr(intern!(py, "loss_metric"))?;
         if !loss.is_none() {
             let loss: String = loss.extract()?;
-            if r.event.metrics.0.iter().any(|(name, x)| *name == loss && *x == 0.0) {
+            if metrics.iter().any(|(name, x)| *name == loss && *x == 0.0) {
                 r.run.setattr(intern!(py, "loss_zero_step"), step)?;
             }
         }
-        for (i, (s, checks, x)) in r.values.iter().enumerate() {
-            match judge_solo(py, &r.run, s, checks, step, *x)? {
+        let src = PyString::new(py, &r.event.source_key());
+        for (i, ((_, x), s)) in metrics.iter().zip(&r.series).enumerate() {
+            let checks = match s {
+                Some(s) => solo_checks(s, &src, step, *x)?,
+                None => None,
+            };
+            let (Some(s), Some(checks)) = (s, checks) else {
+                let items = PyList::new(py, &metrics[i..])?;
+                let args = (&r.run, py.None(), step, ts, &src, *x, py.None(), items, n);
+                rest = Some(args.into_pyobject(py)?);
+                break;
+            };
+            let results = match judge_solo(py, &r.run, s, &checks, step, *x)? {
                 Judged::Quiet => continue,
-                Judged::Found(results) => {
-                    let rest = PyList::new(py, &r.event.metrics.0[i + 1..])?;
-                    let ts = r.event.ts();
-                    let args = (&r.run, s, step, ts, &r.src, *x, results, rest, n);
-                    found = Some(args.into_pyobject(py)?);
-                }
-                Judged::Opened => {
-                    let rest = PyList::new(py, &r.event.metrics.0[i + 1..])?;
-                    let ts = r.event.ts();
-                    let args = (&r.run, py.None(), step, ts, &r.src, *x, py.None(), rest, n);
-                    found = Some(args.into_pyobject(py)?);
-                }
-            }
+                Judged::Found(results) => results,
+                Judged::Opened => py.None(),
+            };
+            let items = PyList::new(py, &metrics[i + 1..])?;
+            rest = Some((&r.run, s, step, ts, &src, *x, results, items, n).into_pyobject(py)?);
             break;
         }
-        if found.is_some() {
+        if rest.is_some() {
             break; // the caller judges the rest, and counts the event in the monitor's stats
         }
         counted_values += n;
-        if let Some(ts) = r.event.ts() {
+        if let Some(ts) = ts {
             if ts > now {
                 now = ts;
             }
         }
     }
-    let counted = events - u64::from(found.is_some());
+    let counted = events - u64::from(rest.is_some());
     if counted > 0 {
         let stats = monitor.getattr(intern!(py, "stats"))?;
         add(&stats, intern!(py, "events"), counted)?;
         add(&stats, intern!(py, "values"), counted_values)?;
         monitor.setattr(intern!(py, "now"), now)?;
     }
-    Ok((next, events, values, found))
+    Ok((next, events, values, rest))
 }
 
 /// What the common case reads of a message: `(run_id, step, ts, source key, metrics,
@@ -302,7 +358,7 @@ pub fn _plain_event(
     value: &[u8],
 ) -> Option<(String, u64, Option<f64>, String, Vec<(String, f64)>, bool)> {
     let event = Plain::parse(value)?;
-    let (ts, src, finished) = (event.ts(), event.source_key(), event.finished());
+    let (ts, src, finished) = (event.ts, event.source_key(), event.finished());
     Some((event.run_id, event.step, ts, src, event.metrics.0, finished))
 }
 
