@@ -27,9 +27,12 @@ $(VENV)/.native: $(VENV)/.installed $(NATIVE_SRC)
 # rebuild the compiled core after a change to native/
 native: $(VENV)/.native
 
+CARGO := PATH="$$PATH:$$HOME/.cargo/bin" cargo
+
 lint: setup
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
+	cd native && $(CARGO) fmt --check && $(CARGO) clippy --release --quiet -- -D warnings
 
 typecheck: setup
 	$(VENV)/bin/mypy

@@ -271,7 +271,8 @@ class Service:
             deliver=lambda: self._deliver(self._stop),
         )
         self._consumer.subscribe([s.topic], listener=Listener(self._own, self._flush_producer))
-        log.info("consuming %s as group %s", s.topic, s.group)
+        engine = "compiled core" if self.monitor.compiled else "pure Python (no compiled core)"
+        log.info("consuming %s as group %s; engine: %s", s.topic, s.group, engine)
 
     def _close(self) -> None:
         if self._consumer is not None:
