@@ -5,9 +5,10 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PySet, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use crate::series::{judge_solo, solo_checks, Judged, Series};
@@ -21,13 +22,16 @@ const FINISHED_VALUE: &str = "finished";
 
 /// An event as `Event.model_validate(obj, strict=True)` accepts it (unknown fields ignored).
 /// Anything it cannot read, the careful path reads and explains.
+/// Its strings are borrowed from the message where they have no escapes.
 #[derive(Deserialize)]
-struct Plain {
-    run_id: String,
+struct Plain<'a> {
+    #[serde(borrow)]
+    run_id: Cow<'a, str>,
     step: u64,
     #[serde(default)]
     ts: Option<f64>,
-    metrics: Metrics,
+    #[serde(borrow)]
+    metrics: Metrics<'a>,
     #[serde(default, deserialize_with = "present")]
     source: Option<Option<Source>>,
     #[serde(default, deserialize_with = "present")]
@@ -54,25 +58,48 @@ fn is_minus_zero(x: f64) -> bool {
 }
 
 /// The metrics in their order; every value a JSON number.
-struct Metrics(Vec<(String, f64)>);
+struct Metrics<'a>(Vec<(Cow<'a, str>, f64)>);
 
-impl<'de> Deserialize<'de> for Metrics {
+impl<'de: 'a, 'a> Deserialize<'de> for Metrics<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Ordered;
-        impl<'de> Visitor<'de> for Ordered {
-            type Value = Metrics;
+        struct Ordered<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for Ordered<'a> {
+            type Value = Metrics<'a>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("an object of numbers")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Metrics, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Metrics<'a>, A::Error> {
                 let mut out = Vec::with_capacity(map.size_hint().unwrap_or(32));
-                while let Some(entry) = map.next_entry::<String, f64>()? {
-                    out.push(entry);
+                while let Some((Borrowed(name), x)) = map.next_entry::<Borrowed<'a>, f64>()? {
+                    out.push((name, x));
                 }
                 Ok(Metrics(out))
             }
         }
-        d.deserialize_map(Ordered)
+        d.deserialize_map(Ordered(std::marker::PhantomData))
+    }
+}
+
+/// A string borrowed from the message when it has no escapes (serde's `Cow<str>` alone
+/// always copies).
+struct Borrowed<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Borrowed<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for Text<'a> {
+            type Value = Borrowed<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Borrowed<'a>, E> {
+                Ok(Borrowed(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Borrowed<'a>, E> {
+                Ok(Borrowed(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(Text(std::marker::PhantomData))
     }
 }
 
@@ -101,10 +128,10 @@ impl<'de> Deserialize<'de> for Tags {
     }
 }
 
-impl Plain {
+impl<'a> Plain<'a> {
     /// The event, when it is as plain as `streamwatch.events._decode_plain` requires.
-    fn parse(value: &[u8]) -> Option<Plain> {
-        let event: Plain = serde_json::from_slice(value).ok()?;
+    fn parse(value: &'a [u8]) -> Option<Plain<'a>> {
+        let event: Plain<'a> = serde_json::from_slice(value).ok()?;
         let chars = event.run_id.chars().count();
         let plain = (1..=MAX_RUN_ID_CHARS).contains(&chars)
             && event.step <= MAX_STEP
@@ -163,7 +190,6 @@ impl Routes {
 /// A record whose event the common case takes: its run, and the series of its values
 /// (None for a metric the run has not seen).
 struct Ready<'py> {
-    event: Plain,
     run: Bound<'py, PyAny>,
     stall: Bound<'py, StallCheck>,
     run_id: Bound<'py, PyString>,
@@ -177,17 +203,10 @@ fn ready<'py>(
     runs: &Bound<'py, PyDict>,
     routes: &mut Routes,
     record: &Bound<'py, PyAny>,
-    max_bytes: usize,
+    event: &Plain,
     skip_below: &Bound<'py, PyDict>,
 ) -> PyResult<Option<Ready<'py>>> {
     let py = runs.py();
-    let value = record.getattr(intern!(py, "value"))?;
-    let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else { return Ok(None) };
-    let bytes = bytes.as_bytes();
-    if bytes.len() > max_bytes {
-        return Ok(None);
-    }
-    let Some(event) = Plain::parse(bytes) else { return Ok(None) };
     if event.finished() {
         return Ok(None);
     }
@@ -213,7 +232,7 @@ fn ready<'py>(
         }
     }
     let metrics = &event.metrics.0;
-    let route = routes.runs.get(&event.run_id).filter(|route| route.run.bind(py).is(&run));
+    let route = routes.runs.get(event.run_id.as_ref()).filter(|route| route.run.bind(py).is(&run));
     let same = route.is_some_and(|route| {
         route.series.len() == metrics.len()
             && route.series.iter().zip(metrics).all(|((a, _), (b, _))| a == b)
@@ -222,7 +241,7 @@ fn ready<'py>(
         route.series.iter().map(|(_, s)| Some(s.bind(py).clone())).collect()
     } else {
         let mut names = HashSet::with_capacity(metrics.len());
-        if !metrics.iter().all(|(name, _)| names.insert(name.as_str())) {
+        if !metrics.iter().all(|(name, _)| names.insert(name.as_ref())) {
             return Ok(None); // a metric twice in one event: the careful path keeps the last
         }
         let by_name = run.getattr(intern!(py, "series"))?;
@@ -239,14 +258,14 @@ fn ready<'py>(
                 routes.runs.clear();
             }
             let kept = metrics.iter().zip(&series).map(|((name, _), s)| {
-                (name.clone(), s.as_ref().expect("all known").clone().unbind())
+                (name.to_string(), s.as_ref().expect("all known").clone().unbind())
             });
             let route = Route { run: run.clone().unbind(), series: kept.collect() };
-            routes.runs.insert(event.run_id.clone(), route);
+            routes.runs.insert(event.run_id.to_string(), route);
         }
         series
     };
-    Ok(Some(Ready { event, run, stall, run_id, series }))
+    Ok(Some(Ready { run, stall, run_id, series }))
 }
 
 /// `Service._process` and `Monitor.process` for the records from `start` on, as long as
@@ -284,9 +303,16 @@ pub fn process_records<'py>(
     let mut routes = routes.borrow_mut();
     while next < records.len() {
         let record = records.get_item(next)?;
-        let Some(r) = ready(runs, &mut routes, &record, max_bytes, skip_below)? else { break };
+        let value = record.getattr(intern!(py, "value"))?;
+        let Ok(bytes) = value.downcast::<PyBytes>() else { break };
+        let bytes = bytes.as_bytes();
+        if bytes.len() > max_bytes {
+            break;
+        }
+        let Some(event) = Plain::parse(bytes) else { break };
+        let Some(r) = ready(runs, &mut routes, &record, &event, skip_below)? else { break };
         next += 1;
-        let metrics = &r.event.metrics.0;
+        let metrics = &event.metrics.0;
         let n = metrics.len() as u64;
         events += 1;
         values += n;
@@ -294,7 +320,7 @@ pub fn process_records<'py>(
         heard.set_item(&r.run_id, received)?;
         dirty.add(&r.run_id)?;
         // RunState.observe: no stall ends with this event (`ready` saw to it)
-        let (step, ts) = (r.event.step as i64, r.event.ts);
+        let (step, ts) = (event.step as i64, event.ts);
         if let Some(ts) = ts {
             let last: Option<f64> = r.run.getattr(intern!(py, "last_ts"))?.extract()?;
             if last.is_none_or(|last| ts > last) {
@@ -309,7 +335,7 @@ pub fn process_records<'py>(
                 r.run.setattr(intern!(py, "loss_zero_step"), step)?;
             }
         }
-        let src = PyString::new(py, &r.event.source_key());
+        let src = PyString::new(py, &event.source_key());
         for (i, ((_, x), s)) in metrics.iter().zip(&r.series).enumerate() {
             let checks = match s {
                 Some(s) => solo_checks(s, &src, step, *x)?,
@@ -359,7 +385,8 @@ pub fn _plain_event(
 ) -> Option<(String, u64, Option<f64>, String, Vec<(String, f64)>, bool)> {
     let event = Plain::parse(value)?;
     let (ts, src, finished) = (event.ts, event.source_key(), event.finished());
-    Some((event.run_id, event.step, ts, src, event.metrics.0, finished))
+    let metrics = event.metrics.0.into_iter().map(|(name, x)| (name.into_owned(), x)).collect();
+    Some((event.run_id.into_owned(), event.step, ts, src, metrics, finished))
 }
 
 fn add(obj: &Bound<'_, PyAny>, name: &Bound<'_, PyString>, n: u64) -> PyResult<()> {
