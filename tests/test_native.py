@@ -450,65 +450,99 @@ def test_the_compiled_reader_takes_what_the_python_one_reads_plainly() -> None:
     assert taken > 800 and left > 800, (taken, left)
 
 
+def simulated_messages() -> list[bytes]:
+    """Two failing runs of 2 hosts x 2 ranks and a calm one of one rank, as messages."""
+    from streamwatch.simulate import simulate
+
+    specs = [random_fault_spec(kind, 7) for kind in ("entropy_collapse", "metric_spike")]
+    specs.append(healthy_spec("calm", 3, hosts=1, ranks_per_host=1))
+    return [json.dumps(e.to_json_dict()).encode() for e in simulate(specs)]
+
+
+def by_events(monitor: Monitor, values: list[bytes]) -> list[Incident]:
+    """``decode_message`` and ``Monitor.process``, message by message (a replay)."""
+    from streamwatch.sources.kafka import decode_message
+
+    out = []
+    for v in values:
+        event = decode_message(v, "t").event
+        assert event is not None
+        out += monitor.process(event, "t")
+    return out
+
+
+def by_batches(
+    monitor: Monitor, values: list[bytes], routes: streamwatch_native.Routes
+) -> tuple[list[Incident], int]:
+    """The live service's way: ``process_records`` a batch at a time, what it leaves by
+    ``Monitor.process``, what it begins by ``Monitor._values``. Also returns how many
+    records the compiled loop took."""
+    from collections import namedtuple
+
+    from streamwatch.sources.kafka import decode_message
+
+    record = namedtuple("record", "value offset")
+    records = [record(v, i) for i, v in enumerate(values)]
+    out: list[Incident] = []
+    fast = 0
+    for start in range(0, len(records), 100):
+        batch, i = records[start : start + 100], 0
+        while i < len(batch):
+            i, n, _, rest = streamwatch_native.process_records(
+                monitor, routes, batch, i, 1 << 20, {}, 0, {}, {}, 0.0, set()
+            )
+            fast += n
+            if rest is not None:
+                run, s, step, ts, src, x, results, items, k = rest
+                if results is not None:
+                    run.settle(s, step, x, results)
+                out += monitor._values(run, step, ts, src, items, k, "t")
+                continue
+            if i < len(batch):
+                event = decode_message(batch[i].value, "t").event
+                assert event is not None
+                out += monitor.process(event, "t")
+                i += 1
+    return out, fast
+
+
+def restore_all(monitor: Monitor, into: Monitor) -> None:
+    for run_id in list(monitor.runs):
+        into.restore(monitor.snapshot(run_id, close=False))
+
+
 def test_the_compiled_batch_loop_raises_what_the_event_loop_raises() -> None:
     """``process_records`` (the live service's common case) against decode + process, on
     failing runs with several ranks; midway each run is restored from its own snapshot (a
     hand-over within the process: its remembered series must not be used again)."""
-    from collections import namedtuple
+    values = simulated_messages()
+    half = len(values) // 200 * 100
+    monitor = Monitor(sweep_seconds=math.inf)
+    expected = by_events(monitor, values[:half])
+    restore_all(monitor, monitor)
+    expected += by_events(monitor, values[half:])
 
-    from streamwatch.simulate import simulate
-    from streamwatch.sources.kafka import decode_message
+    monitor = Monitor(sweep_seconds=math.inf)
+    routes = streamwatch_native.Routes()
+    got, fast = by_batches(monitor, values[:half], routes)
+    restore_all(monitor, monitor)
+    more, fast2 = by_batches(monitor, values[half:], routes)
+    assert [repr(u.model_dump()) for u in got + more] == [repr(u.model_dump()) for u in expected]
+    assert any(u.kind == "entropy_collapse" for u in expected)
+    took = fast + fast2
+    assert took > len(values) // 2, f"the compiled loop took {took} of {len(values)} records"
 
-    record = namedtuple("record", "value offset")
-    specs = [random_fault_spec(kind, 7) for kind in ("entropy_collapse", "metric_spike")]
-    specs.append(healthy_spec("calm", 3, hosts=1, ranks_per_host=1))
-    events = list(simulate(specs))
-    values = [json.dumps(e.to_json_dict()).encode() for e in events]
-    restore_at = len(values) // 2
 
-    def by_events() -> list[str]:
-        monitor = Monitor(sweep_seconds=math.inf)
-        out = []
-        for i, v in enumerate(values):
-            if i == restore_at:
-                for run_id in list(monitor.runs):
-                    monitor.restore(monitor.snapshot(run_id, close=False))
-            event = decode_message(v, "t").event
-            assert event is not None
-            out += monitor.process(event, "t")
-        return [repr(u.model_dump()) for u in out]
-
-    def by_batches() -> tuple[list[str], int]:
-        monitor = Monitor(sweep_seconds=math.inf)
-        routes = streamwatch_native.Routes()
-        out: list[Incident] = []
-        fast = 0
-        records = [record(v, i) for i, v in enumerate(values)]
-        for start in range(0, len(records), 100):
-            if start == restore_at // 100 * 100:
-                for run_id in list(monitor.runs):
-                    monitor.restore(monitor.snapshot(run_id, close=False))
-            batch, i = records[start : start + 100], 0
-            while i < len(batch):
-                i, n, _, rest = streamwatch_native.process_records(
-                    monitor, routes, batch, i, 1 << 20, {}, 0, {}, {}, 0.0, set()
-                )
-                fast += n
-                if rest is not None:
-                    run, s, step, ts, src, x, results, items, k = rest
-                    if results is not None:
-                        run.settle(s, step, x, results)
-                    out += monitor._values(run, step, ts, src, items, k, "t")
-                    continue
-                if i < len(batch):
-                    event = decode_message(batch[i].value, "t").event
-                    assert event is not None
-                    out += monitor.process(event, "t")
-                    i += 1
-        return [repr(u.model_dump()) for u in out], fast
-
-    expected = by_events()
-    got, fast = by_batches()
-    assert got == expected
-    assert any("entropy_collapse" in u for u in expected)
-    assert fast > len(values) // 2, f"the compiled loop took {fast} of {len(values)} records"
+def test_runs_restored_from_the_python_engine_go_on_in_python() -> None:
+    """A compiled service that takes over runs checkpointed by a pure-Python one: their
+    series are the Python engine's, which the compiled loop leaves to it."""
+    values = simulated_messages()
+    half = len(values) // 200 * 100
+    python = Monitor(sweep_seconds=math.inf, compiled=False)
+    expected = by_events(python, values[:half])
+    compiled = Monitor(sweep_seconds=math.inf)
+    restore_all(python, compiled)
+    expected_rest = by_events(python, values[half:])
+    got, _ = by_batches(compiled, values[half:], streamwatch_native.Routes())
+    assert expected and expected_rest
+    assert [repr(u.model_dump()) for u in got] == [repr(u.model_dump()) for u in expected_rest]

@@ -249,7 +249,10 @@ fn ready<'py>(
         let mut series = Vec::with_capacity(metrics.len());
         for (name, _) in metrics {
             series.push(match by_name.get_item(name)? {
-                Some(s) => Some(s.downcast_into::<Series>()?),
+                Some(s) => match s.downcast_into::<Series>() {
+                    Ok(s) => Some(s),
+                    Err(_) => return Ok(None), // a run restored from the Python engine's state
+                },
                 None => None,
             });
         }
