@@ -1,7 +1,7 @@
 """End-to-end figures of the live service on a real broker.
 
     python benchmarks/service.py [--bootstrap-servers 127.0.0.1:19092] [--events 50000]
-        [--metrics 20] [--rate 1000] [--seconds 20] [--repeat 3]
+        [--metrics 20] [--rate 1000] [--seconds 20] [--repeat 5]
 
 1. Throughput: a topic (4 partitions) is filled with ``--events`` events of ``--metrics``
    metrics each (50 runs, named like verl's plus generic ones). The same topic is read by a
@@ -296,7 +296,7 @@ def main() -> int:
     p.add_argument("--metrics", type=int, default=20)
     p.add_argument("--rate", type=int, default=1000, help="events/s in the latency test")
     p.add_argument("--seconds", type=float, default=20.0, help="length of the latency test")
-    p.add_argument("--repeat", type=int, default=3, help="raw and service runs, alternating")
+    p.add_argument("--repeat", type=int, default=5, help="raw and service runs, alternating")
     args = p.parse_args()
     import logging
 
