@@ -288,7 +288,14 @@ class RunState:
 
     def judge(self, s: Series, step: int, x: float) -> None:
         """Hand one step's value of a series to its checks."""
-        self.settle(s, step, x, s.checks.judge(step, x))
+        if self.book.open:
+            self.settle(s, step, x, s.checks.judge(step, x))
+            return
+        results = s.checks.quiet(step, x)
+        if results is not None:
+            self.settle(s, step, x, results)
+        elif s.special:
+            self._close_special(s, step, x)
 
     def settle(self, s: Series, step: int, x: float, results: Results) -> None:
         """What the checks said of one value: findings fire, silence counts as health."""

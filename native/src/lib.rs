@@ -97,6 +97,11 @@ impl Checks {
         self.results(py, all)
     }
 
+    /// `judge`, or None when no check found anything.
+    fn quiet(&mut self, py: Python<'_>, step: i64, x: f64) -> PyResult<Option<PyObject>> {
+        self.judge_quiet(py, step, x)
+    }
+
     fn __len__(&self) -> usize {
         self.checks.len()
     }

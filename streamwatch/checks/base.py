@@ -27,9 +27,13 @@ Results = list[tuple[tuple[Kind, ...], list[Finding]]]
 
 
 class SeriesChecks(Protocol):
-    """The checks of one series: ``judge`` hands a value to each, in order."""
+    """The checks of one series: ``judge`` hands a value to each, in order; ``quiet`` too,
+    but answers None when none of them found anything (all a run with no incident open
+    needs to know)."""
 
     def judge(self, step: int, x: float) -> Results: ...
+
+    def quiet(self, step: int, x: float) -> Results | None: ...
 
     def __len__(self) -> int: ...
 
@@ -45,6 +49,16 @@ class PyChecks:
 
     def judge(self, step: int, x: float) -> Results:
         return [(check.kinds, check.update(step, x)) for check in self.checks]
+
+    def quiet(self, step: int, x: float) -> Results | None:
+        results: Results | None = None
+        for i, check in enumerate(self.checks):
+            found = check.update(step, x)
+            if found and results is None:
+                results = [(c.kinds, []) for c in self.checks[:i]]
+            if results is not None:
+                results.append((check.kinds, found))
+        return results
 
     def __len__(self) -> int:
         return len(self.checks)
