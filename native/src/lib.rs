@@ -1,10 +1,12 @@
 //! streamwatch's compiled core: the engine's per-value work.
 //!
-//! `streamwatch.run` keeps a run's series, gathers their values across sources and turns
-//! findings into incidents; the checks that judge each step's value, and the loop over the
-//! values of an event that needs nothing more than that, are here. The Python checks in
-//! `streamwatch.checks` are the reference: these do the same arithmetic in the same order
-//! and build the same findings, and the tests compare the two engines incident for incident.
+//! `streamwatch.run` gathers values across sources and turns findings into incidents. Here
+//! are the checks that judge each step's value (`checks`), the series (`series`), the
+//! per-run hacking and stall checks, the loop over the values of an event that needs
+//! nothing more (`series::process_solo`) and the live service's loop over a batch of Kafka
+//! records (`records`). The Python checks in `streamwatch.checks` are the reference: these
+//! do the same arithmetic in the same order and build the same findings, and the tests
+//! compare the two engines incident for incident.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
