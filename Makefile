@@ -9,6 +9,9 @@ LINTED := streamwatch tests benchmarks $(wildcard producers)
 .PHONY: setup native lint typecheck test check demo bench examples clean
 
 # the package, then its compiled core (native/, Rust: cargo on the PATH or in ~/.cargo/bin)
+WITH_CARGO := PATH="$$PATH:$$HOME/.cargo/bin"
+CARGO := $(WITH_CARGO) cargo
+
 setup: $(VENV)/.installed $(VENV)/.native
 
 $(VENV)/.installed: pyproject.toml
@@ -21,13 +24,11 @@ NATIVE_SRC := native/Cargo.toml native/Cargo.lock native/pyproject.toml \
 	native/streamwatch_native.pyi $(wildcard native/src/*.rs native/src/*/*.rs)
 
 $(VENV)/.native: $(VENV)/.installed $(NATIVE_SRC)
-	PATH="$$PATH:$$HOME/.cargo/bin" $(VENV)/bin/pip install -q ./native
+	$(WITH_CARGO) $(VENV)/bin/pip install -q ./native
 	touch $@
 
 # rebuild the compiled core after a change to native/
 native: $(VENV)/.native
-
-CARGO := PATH="$$PATH:$$HOME/.cargo/bin" cargo
 
 lint: setup
 	$(VENV)/bin/ruff check $(LINTED)

@@ -21,6 +21,7 @@ import pickle
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any
 
 from streamwatch.config import Config, EngineConfig
 from streamwatch.events import Event, Problem, is_finished, source_key
@@ -65,7 +66,7 @@ class Monitor:
         self.sweep_seconds = sweep_seconds
         self._problems: list[Problem] = []
         #: with the compiled core: its checks, and its loop for the common case of an event
-        self.compiled = core is not None if compiled is None else compiled and core is not None
+        self.compiled = core is not None and compiled is not False
         self._solo = core.process_solo if core is not None and self.compiled else None
 
     # -- input ----------------------------------------------------------------------------
@@ -94,6 +95,14 @@ class Monitor:
                 run.settle(judged, step, metrics[judged.metric], results)
             items = islice(items, done, None) if done < len(metrics) else ()
         return self._values(run, step, event.ts, src, items, len(metrics), origin)
+
+    def resume(self, rest: tuple[Any, ...], origin: str = "") -> list[Incident]:
+        """Finish an event the compiled batch loop began (``process_records``'s ``rest``):
+        report what its checks found, if anything, and judge the rest of its values."""
+        run, s, step, ts, src, x, results, items, n = rest
+        if results is not None:
+            run.settle(s, step, x, results)
+        return self._values(run, step, ts, src, items, n, origin)
 
     def _values(
         self,

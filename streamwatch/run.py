@@ -78,12 +78,9 @@ def check_specs(indicator: Indicator | None, metric: str, cfg: EngineConfig) -> 
 
 
 def make_checks(specs: list[CheckSpec], name: str, metric: str, compiled: bool) -> SeriesChecks:
-    """The series' checks: compiled when asked for and the core has them all."""
+    """The series' checks: compiled when asked for (the core has a twin of every check)."""
     if compiled and core is not None:
-        try:
-            return core.Checks([(c.__name__, name, metric, s, inv) for c, s, inv in specs])
-        except NotImplementedError:
-            pass  # a check the core does not have yet: the series keeps the Python ones
+        return core.Checks([(c.__name__, name, metric, s, inv) for c, s, inv in specs])
     checks: list[Check] = [
         cls(name, metric, settings, invert=True) if invert else cls(name, metric, settings)
         for cls, settings, invert in specs

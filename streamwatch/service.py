@@ -418,7 +418,9 @@ class Service:
                     counts.events += events
                     counts.values += values
                     if rest is not None:  # the last record's values, from one on, are ours
-                        self._rest(rest, prefix + str(records[i - 1].offset))
+                        updates = monitor.resume(rest, prefix + str(records[i - 1].offset))
+                        if updates:
+                            self._emit(updates)
                         continue
                     if i == n:
                         break
@@ -454,16 +456,6 @@ class Service:
         problems = monitor.drain_problems()
         if problems:
             self._problems(problems)
-
-    def _rest(self, rest: tuple[Any, ...], origin: str) -> None:
-        """A record the compiled loop began: report what its checks found, if anything, and
-        judge the rest of its values as :meth:`Monitor.process` does."""
-        run, s, step, ts, src, x, results, items, n = rest
-        if results is not None:
-            run.settle(s, step, x, results)
-        updates = self.monitor._values(run, step, ts, src, items, n, origin)
-        if updates:
-            self._emit(updates)
 
     def _problems(self, problems: Sequence[Any]) -> None:
         self.counts.problems += len(problems)

@@ -493,10 +493,7 @@ def by_batches(
             )
             fast += n
             if rest is not None:
-                run, s, step, ts, src, x, results, items, k = rest
-                if results is not None:
-                    run.settle(s, step, x, results)
-                out += monitor._values(run, step, ts, src, items, k, "t")
+                out += monitor.resume(rest, "t")
                 continue
             if i < len(batch):
                 event = decode_message(batch[i].value, "t").event

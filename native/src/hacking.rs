@@ -81,8 +81,10 @@ pub struct HackingCheck {
     since: i64,
 }
 
+#[pymethods]
 impl HackingCheck {
-    pub fn from_settings(settings: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[new]
+    fn new(settings: &Bound<'_, PyAny>) -> PyResult<Self> {
         let s = Settings(settings);
         let noise_window = s.usize("noise_window")?;
         Ok(HackingCheck {
@@ -104,14 +106,20 @@ impl HackingCheck {
         })
     }
 
+    /// `(Kind.REWARD_HACKING,)`, as the reference check's class attribute.
+    #[getter]
+    fn kinds(&self, py: Python<'_>) -> PyResult<PyObject> {
+        Ok(KINDS_TUPLE.get_or_try_init(py, || crate::py::kinds(py, KINDS))?.clone_ref(py))
+    }
+
     /// A train reward value (the reference's `train(x)`).
-    pub fn train_value(&mut self, x: f64) {
+    pub fn train(&mut self, x: f64) {
         self.train.update(x);
         self.train_bends.update(x);
     }
 
     /// A held-out evaluation (the reference's `heldout(step, metric, y)`).
-    pub fn judge_heldout(
+    fn heldout(
         &mut self,
         py: Python<'_>,
         step: i64,
@@ -189,46 +197,20 @@ impl HackingCheck {
         Ok(vec![found.build(py)?])
     }
 
-    /// No evidence of a fall: this evaluation is part of the held-out's normal level.
-    fn note_reference(&mut self, step: i64, y: f64, train_now: f64) {
-        self.reference.update(y);
-        self.reference_step = step;
-        self.train_at_reference = train_now;
-    }
-}
-
-#[pymethods]
-impl HackingCheck {
-    #[new]
-    fn new(settings: &Bound<'_, PyAny>) -> PyResult<Self> {
-        HackingCheck::from_settings(settings)
-    }
-
-    /// `(Kind.REWARD_HACKING,)`, as the reference check's class attribute.
-    #[getter]
-    fn kinds(&self, py: Python<'_>) -> PyResult<PyObject> {
-        Ok(KINDS_TUPLE.get_or_try_init(py, || crate::py::kinds(py, KINDS))?.clone_ref(py))
-    }
-
-    fn train(&mut self, x: f64) {
-        self.train_value(x);
-    }
-
-    fn heldout(
-        &mut self,
-        py: Python<'_>,
-        step: i64,
-        metric: &str,
-        y: f64,
-    ) -> PyResult<Vec<PyObject>> {
-        self.judge_heldout(py, step, metric, y)
-    }
-
     fn __reduce__(&self, py: Python<'_>) -> PyResult<(PyObject, (PyObject,))> {
         let state = bincode::serialize(self)
             .map_err(|e| PyValueError::new_err(format!("cannot save the hacking check: {e}")))?;
         let restore = py.import("streamwatch_native")?.getattr("_restore_hacking")?;
         Ok((restore.unbind(), (PyBytes::new(py, &state).into_any().unbind(),)))
+    }
+}
+
+impl HackingCheck {
+    /// No evidence of a fall: this evaluation is part of the held-out's normal level.
+    fn note_reference(&mut self, step: i64, y: f64, train_now: f64) {
+        self.reference.update(y);
+        self.reference_step = step;
+        self.train_at_reference = train_now;
     }
 }
 

@@ -330,7 +330,7 @@ pub fn process_records<'py>(
                 r.run.setattr(intern!(py, "last_ts"), ts)?;
             }
         }
-        r.stall.borrow_mut().observe_event(py, step, ts)?;
+        r.stall.borrow_mut().observe(py, step, ts)?;
         let loss = r.run.getattr(intern!(py, "loss_metric"))?;
         if !loss.is_none() {
             let loss: String = loss.extract()?;

@@ -192,7 +192,7 @@ pub fn judge_solo(
     }
     if train_reward {
         if let Ok(hacking) = run.getattr(intern!(py, "hacking"))?.downcast::<HackingCheck>() {
-            hacking.borrow_mut().train_value(x);
+            hacking.borrow_mut().train(x);
             return Ok(Judged::Quiet);
         }
     }

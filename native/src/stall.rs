@@ -42,8 +42,10 @@ pub struct StallCheck {
     ended: bool,
 }
 
+#[pymethods]
 impl StallCheck {
-    pub fn from_settings(settings: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[new]
+    fn new(settings: &Bound<'_, PyAny>) -> PyResult<Self> {
         let s = Settings(settings);
         Ok(StallCheck {
             factor: s.f64("factor")?,
@@ -57,8 +59,15 @@ impl StallCheck {
         })
     }
 
+    /// `(Kind.RUN_STALLED,)`, as the reference check's class attribute.
+    #[getter]
+    fn kinds(&self, py: Python<'_>) -> PyResult<PyObject> {
+        Ok(KINDS_TUPLE.get_or_try_init(py, || crate::py::kinds(py, KINDS))?.clone_ref(py))
+    }
+
     /// An event arrived (the reference's `observe(step, ts)`).
-    pub fn observe_event(
+    #[pyo3(signature = (step, ts))]
+    pub fn observe(
         &mut self,
         py: Python<'_>,
         step: i64,
@@ -71,7 +80,7 @@ impl StallCheck {
         self.ended = false;
         // a gap shorter than the least limit needs no cadence (the common case: be quick)
         let gap =
-            if ts - self.last_ts > self.min_seconds { self.judge(py, ts, None)? } else { None };
+            if ts - self.last_ts > self.min_seconds { self.check(py, ts, None)? } else { None };
         if self.last_ts.is_nan() || ts > self.last_ts {
             self.last_ts = ts;
         }
@@ -86,19 +95,8 @@ impl StallCheck {
         Ok(gap)
     }
 
-    /// Would `observe_event(_, Some(ts))` end a silence with a finding? (Changes nothing.)
-    pub fn gap_at(&self, py: Python<'_>, ts: f64) -> PyResult<bool> {
-        let silent = ts - self.last_ts;
-        if silent.is_nan() || silent <= self.min_seconds {
-            return Ok(false); // `observe_event` does not judge the gap then
-        }
-        let mut probe = self.clone(); // judged as `observe_event` judges: input not over
-        probe.ended = false;
-        Ok(probe.judge(py, ts, None)?.is_some())
-    }
-
     /// The median gap between step advances, per step; NaN while too few.
-    pub fn cadence_seconds(&self) -> f64 {
+    fn cadence(&self) -> f64 {
         if (self.gaps.len() as i64) < self.min_steps - 1 {
             return f64::NAN;
         }
@@ -106,12 +104,8 @@ impl StallCheck {
     }
 
     /// Silent too long? (the reference's `check(now, heard)`).
-    pub fn judge(
-        &self,
-        py: Python<'_>,
-        now: f64,
-        heard: Option<f64>,
-    ) -> PyResult<Option<PyObject>> {
+    #[pyo3(signature = (now, heard=None))]
+    fn check(&self, py: Python<'_>, now: f64, heard: Option<f64>) -> PyResult<Option<PyObject>> {
         if self.last_ts.is_nan() {
             return Ok(None); // no event time yet: no cadence either
         }
@@ -120,7 +114,7 @@ impl StallCheck {
         if self.ended || silent.is_nan() || silent <= self.min_seconds {
             return Ok(None);
         }
-        let cadence = self.cadence_seconds();
+        let cadence = self.cadence();
         if cadence.is_nan() || cadence <= 0.0 {
             return Ok(None); // too few steps, or steps too close in time to measure
         }
@@ -153,45 +147,25 @@ impl StallCheck {
         };
         Ok(Some(found.build(py)?))
     }
-}
-
-#[pymethods]
-impl StallCheck {
-    #[new]
-    fn new(settings: &Bound<'_, PyAny>) -> PyResult<Self> {
-        StallCheck::from_settings(settings)
-    }
-
-    /// `(Kind.RUN_STALLED,)`, as the reference check's class attribute.
-    #[getter]
-    fn kinds(&self, py: Python<'_>) -> PyResult<PyObject> {
-        Ok(KINDS_TUPLE.get_or_try_init(py, || crate::py::kinds(py, KINDS))?.clone_ref(py))
-    }
-
-    #[pyo3(signature = (step, ts))]
-    fn observe(
-        &mut self,
-        py: Python<'_>,
-        step: i64,
-        ts: Option<f64>,
-    ) -> PyResult<Option<PyObject>> {
-        self.observe_event(py, step, ts)
-    }
-
-    fn cadence(&self) -> f64 {
-        self.cadence_seconds()
-    }
-
-    #[pyo3(signature = (now, heard=None))]
-    fn check(&self, py: Python<'_>, now: f64, heard: Option<f64>) -> PyResult<Option<PyObject>> {
-        self.judge(py, now, heard)
-    }
 
     fn __reduce__(&self, py: Python<'_>) -> PyResult<(PyObject, (PyObject,))> {
         let state = bincode::serialize(self)
             .map_err(|e| PyValueError::new_err(format!("cannot save the stall check: {e}")))?;
         let restore = py.import("streamwatch_native")?.getattr("_restore_stall")?;
         Ok((restore.unbind(), (PyBytes::new(py, &state).into_any().unbind(),)))
+    }
+}
+
+impl StallCheck {
+    /// Would `observe(_, Some(ts))` end a silence with a finding? (Changes nothing.)
+    pub fn gap_at(&self, py: Python<'_>, ts: f64) -> PyResult<bool> {
+        let silent = ts - self.last_ts;
+        if silent.is_nan() || silent <= self.min_seconds {
+            return Ok(false); // `observe` does not judge the gap then
+        }
+        let mut probe = self.clone(); // judged as `observe` judges: input not over
+        probe.ended = false;
+        Ok(probe.check(py, ts, None)?.is_some())
     }
 }
 
