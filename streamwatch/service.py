@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, RetriableError
 from pydantic import BaseModel, ConfigDict, Field
 
 from streamwatch.checkpoints import Checkpoints
@@ -298,8 +298,19 @@ class Service:
         next_report = now + s.report_seconds
         status = _Status(now, self.counts.events)
         own = self._ownership()
+        away = False  # the broker could not be reached at the last poll
         while not stop.is_set():
-            batch = self._consumer.poll(timeout_ms=poll_ms)
+            try:
+                batch = self._consumer.poll(timeout_ms=poll_ms)
+            except RetriableError as exc:  # the broker restarts, say: the client reconnects
+                if not away:
+                    log.warning("broker unreachable (%s); polling again until it is back", exc)
+                    away = True
+                stop.wait(0.2)
+                continue
+            if away:
+                log.info("broker reachable again")
+                away = False
             own.apply()
             self.counts.restored_runs = own.restored
             if batch:
