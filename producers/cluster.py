@@ -121,11 +121,12 @@ def publish_rank(job: RankJob) -> None:
         publisher.close(timeout=job.close_timeout, finished=finished)
         stats = publisher.stats
         sent, dropped, errors = sent + stats.sent, dropped + stats.dropped, errors + stats.errors
-    print(
+    # one write of the whole line: the ranks share stdout (print writes the newline apart)
+    sys.stdout.write(
         f"{host}/rank{job.rank}: {len(events)} events of {len(publishers)} run(s), "
-        f"sent {sent}, dropped {dropped}, errors {errors}",
-        flush=True,
+        f"sent {sent}, dropped {dropped}, errors {errors}\n"
     )
+    sys.stdout.flush()
 
 
 def _parser() -> argparse.ArgumentParser:
