@@ -6,34 +6,20 @@ VENV ?= .venv
 
 LINTED := streamwatch tests benchmarks $(wildcard producers)
 
-.PHONY: setup native lint typecheck test check demo bench examples clean
+.PHONY: setup lint typecheck test check demo bench examples clean
 
-# the package, then its compiled core (native/, Rust: cargo on the PATH or in ~/.cargo/bin)
-WITH_CARGO := PATH="$$PATH:$$HOME/.cargo/bin"
-CARGO := $(WITH_CARGO) cargo
-
-setup: $(VENV)/.installed $(VENV)/.native
+setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
+	@echo "setting up $(VENV): the package and its development tools (once)"
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
-NATIVE_SRC := native/Cargo.toml native/Cargo.lock native/pyproject.toml \
-	native/streamwatch_native.pyi $(wildcard native/src/*.rs native/src/*/*.rs)
-
-$(VENV)/.native: $(VENV)/.installed $(NATIVE_SRC)
-	$(WITH_CARGO) $(VENV)/bin/pip install -q ./native
-	touch $@
-
-# rebuild the compiled core after a change to native/
-native: $(VENV)/.native
-
 lint: setup
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
-	cd native && $(CARGO) fmt --check && $(CARGO) clippy --release --quiet -- -D warnings
 
 typecheck: setup
 	$(VENV)/bin/mypy
@@ -66,4 +52,4 @@ examples: setup
 	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 4 --fault rank_straggler@120 -o examples/logs/rank_straggler.jsonl
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info native/target
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

@@ -1,16 +1,23 @@
-"""Replay throughput and memory per tracked series.
+"""Engine throughput in steady state, memory per tracked series, and replay end to end.
 
-    python benchmarks/throughput.py [--values 2000000]
+    python benchmarks/throughput.py [--baseline DIR] [--repeat 3] [--steps 1000]
 
-1. Builds a streamwatch JSONL file of at least ``--values`` metric values from the six real
-   verl runs in tests/data/real (copied under new run ids until big enough: real names, real
-   magnitudes, ~60 metrics per event).
-2. Raw parse rate: the file read into validated events (JSON + contract), no engine.
-3. Replay: the same file through ``replay_files`` (readers + Monitor), no sinks; with the
-   compiled core and, for scale, with the pure-Python engine (``STREAMWATCH_NATIVE=0``).
-4. Memory: the growth of the process's resident memory while a Monitor takes on 10,000
-   (run, metric) series over 200 steps, in a fresh process per engine (the compiled core's
-   memory is not Python's, so tracemalloc would not see it).
+Two inputs, built in a temporary directory:
+- ``real``: the six real verl runs of tests/data/real (~60 metrics an event, four in five
+  without an RL-specific check), each continued to ``--steps`` steps by reading its rows
+  forwards then backwards (the curves stay continuous), in ``--copies`` copies under new run
+  ids, interleaved step by step as a live service would see them;
+- ``rl``: simulated runs (one rank each) keeping only the metrics with an RL-specific check
+  (entropy, token probability, reward, length, clip ratio, KL, grad norm, loss: 8 a step).
+
+Steady state: the events are decoded first; the first ``--warm`` fraction of them (every
+run's start: new series, warm-ups) goes through a Monitor untimed, the rest is timed. Each
+measurement runs in a fresh process, ``--repeat`` times alternating, and the medians are
+printed. ``--baseline DIR`` adds the same figures of another checkout (say the commit before
+a change: ``git worktree add /tmp/base <commit>``), with its compiled core too when that
+checkout has one installed (``streamwatch_native``; ``STREAMWATCH_NATIVE=0`` turns it off).
+Then replay end to end (files read, decoded and judged: ``replay_files``) and the resident
+memory a Monitor adds per (run, metric) series.
 Targets: replay >= 250,000 values/s on one core; <= 10 KB per series.
 """
 
@@ -22,6 +29,7 @@ import multiprocessing
 import os
 import platform
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,39 +37,102 @@ import time
 from pathlib import Path
 
 from streamwatch.events import Event
+from streamwatch.indicators import Indicator, IndicatorMap
 from streamwatch.monitor import Monitor
 from streamwatch.replay import replay_files
+from streamwatch.simulate import healthy_spec, simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = ROOT / "tests" / "data" / "real"
+RL = {
+    Indicator.ENTROPY,
+    Indicator.TOKEN_PROB,
+    Indicator.TRAIN_REWARD,
+    Indicator.RESPONSE_LENGTH,
+    Indicator.TRUNCATION_RATIO,
+    Indicator.KL,
+    Indicator.GRAD_NORM,
+    Indicator.LOSS,
+}
+
+#: in a fresh process: decode, warm up untimed, time the rest; print values/s
+STEADY = """
+import gc, sys, time
+from streamwatch.monitor import Monitor
 from streamwatch.sources import FileSource
+events = list(FileSource(sys.argv[1]))
+warm = int(len(events) * float(sys.argv[2]))
+monitor = Monitor()
+for e in events[:warm]:
+    monitor.process(e)
+values = sum(len(e.metrics) for e in events[warm:])
+gc.freeze()  # the decoded events are input, not the engine's: no collection walks them
+start = time.perf_counter()
+for e in events[warm:]:
+    monitor.process(e)
+print(values / (time.perf_counter() - start))
+"""
 
-REAL = Path(__file__).resolve().parent.parent / "tests" / "data" / "real"
 
-
-def build_file(path: Path, min_values: int) -> int:
+def build_real(path: Path, steps: int, copies: int) -> int:
     runs = [[json.loads(line) for line in f.open()] for f in sorted(REAL.glob("*.jsonl"))]
+    rows_by_run = []
+    for rows in runs:
+        rows = [r for r in rows if r["step"] >= 1]
+        there_and_back = rows + rows[::-1]
+        rows_by_run.append([there_and_back[i % len(there_and_back)] for i in range(steps)])
     values = 0
-    copy = 0
     with path.open("w") as out:
-        while values < min_values:
-            for rows in runs:
-                run_id = f"{rows[0]['run_id']}#{copy}"
-                for row in rows:
-                    row = dict(row, run_id=run_id)
-                    out.write(json.dumps(row) + "\n")
+        for step in range(steps):
+            for copy in range(copies):
+                for rows in rows_by_run:
+                    row = rows[step]
+                    event = {"run_id": f"{row['run_id']}#{copy}", "step": step + 1}
+                    event["metrics"] = row["metrics"]
+                    out.write(json.dumps(event) + "\n")
                     values += len(row["metrics"])
-            copy += 1
     return values
 
 
-def raw_rate(path: Path) -> tuple[int, float]:
-    start = time.perf_counter()
-    n = sum(len(e.metrics) for e in FileSource(path))
-    return n, time.perf_counter() - start
+def build_rl(path: Path, steps: int, runs: int) -> int:
+    names = IndicatorMap()
+    specs = [
+        healthy_spec(f"rl-{i}", seed=i, steps=steps, hosts=1, ranks_per_host=1) for i in range(runs)
+    ]
+    values = 0
+    with path.open("w") as out:
+        for event in simulate(specs):
+            metrics = {k: v for k, v in event.metrics.items() if names.resolve(k) in RL}
+            if metrics:
+                out.write(
+                    json.dumps({"run_id": event.run_id, "step": event.step, "metrics": metrics})
+                    + "\n"
+                )
+                values += len(metrics)
+    return values
 
 
-def replay_rate(path: Path) -> tuple[int, float]:
-    start = time.perf_counter()
-    result = replay_files([path])
-    return result.values, time.perf_counter() - start
+def steady(tree: Path, path: Path, warm: float, native: bool) -> float:
+    env = dict(os.environ, PYTHONPATH=str(tree), STREAMWATCH_NATIVE="1" if native else "0")
+    out = subprocess.run(
+        [sys.executable, "-c", STEADY, str(path), str(warm)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tree,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{tree}: {out.stderr.strip().splitlines()[-1]}")
+    return float(out.stdout)
+
+
+def has_native(tree: Path) -> bool:
+    code = "import streamwatch.native as n; print(n.core is not None)"
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tree
+    )
+    return out.stdout.strip() == "True"
 
 
 def resident_bytes() -> int:
@@ -69,81 +140,78 @@ def resident_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def memory_per_series(n_series: int, compiled: bool, steps: int = 200) -> float:
+def memory_per_series(n_series: int, steps: int = 200) -> float:
     """Runs in a fresh process: resident memory the Monitor added, per series."""
     rng = random.Random(0)
-    metrics_per_run = 10
-    names = [f"custom/metric_{i}" for i in range(metrics_per_run - 4)] + [
-        "actor/entropy",
-        "critic/score/mean",
-        "response_length/mean",
-        "actor/grad_norm",
-    ]
-    runs = n_series // metrics_per_run
+    names = [f"custom/metric_{i}" for i in range(6)]
+    names += ["actor/entropy", "critic/score/mean", "response_length/mean", "actor/grad_norm"]
+    runs = n_series // len(names)
     events = [
         [
-            Event(
-                run_id=f"run-{r}", step=step, metrics={n: 1.0 + 0.05 * rng.random() for n in names}
-            )
+            Event(run_id=f"run-{r}", step=1, metrics={n: 1.0 + 0.05 * rng.random() for n in names})
             for r in range(runs)
         ]
-        for step in range(1, 3)
+        for _ in range(2)
     ]  # built first: the measurement is of the Monitor's state, not of the events
     base = resident_bytes()
-    monitor = Monitor(compiled=compiled)
+    monitor = Monitor()
     for step in range(1, steps + 1):
         for event in events[step % 2]:
             monitor.process(event.model_copy(update={"step": step}))
     used = resident_bytes() - base
-    series = sum(len(run.series) for run in monitor.runs.values())
-    return used / series
-
-
-def replay_rate_python(path: Path) -> float:
-    """Values/s of the same replay with the pure-Python engine (a process of its own)."""
-    code = (
-        "import sys, time; from streamwatch.replay import replay_files; "
-        "t = time.perf_counter(); r = replay_files([sys.argv[1]]); "
-        "print(r.values / (time.perf_counter() - t))"
-    )
-    env = dict(os.environ, STREAMWATCH_NATIVE="0")
-    out = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True)
-    return float(out.stdout)
+    return used / sum(len(run.series) for run in monitor.runs.values())
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--values", type=int, default=2_000_000)
+    p.add_argument("--baseline", type=Path, help="another checkout, measured side by side")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--steps", type=int, default=1000, help="steps of each run")
+    p.add_argument("--copies", type=int, default=2, help="copies of the six real runs")
+    p.add_argument("--rl-runs", type=int, default=12)
+    p.add_argument("--warm", type=float, default=0.1, help="fraction of events not timed")
     p.add_argument("--series", type=int, default=10_000)
     args = p.parse_args()
     print(f"# {platform.python_implementation()} {platform.python_version()} {platform.machine()}")
-    print(f"# cpus: {os.cpu_count()}, single-threaded measurement")
+    print(f"# cpus: {os.cpu_count()}, single-threaded; load {os.getloadavg()[0]:.2f}")
+    engines: list[tuple[str, Path, bool]] = [("this checkout", ROOT, False)]
+    if args.baseline is not None:
+        base = args.baseline.resolve()
+        if has_native(base):
+            engines.append((f"{base.name}, compiled", base, True))
+        engines.append((f"{base.name}, Python", base, False))
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "replay.jsonl"
-        total = build_file(path, args.values)
-        size = path.stat().st_size
-        print(f"file: {total:,} values, {size / 2**20:.0f} MiB")
-        n_raw, t_raw = raw_rate(path)
-        n_rep, t_rep = replay_rate(path)
-        python = replay_rate_python(path)
-    raw, rep = n_raw / t_raw, n_rep / t_rep
-    engine = "compiled core" if Monitor().compiled else "pure Python: the core is not installed"
-    print(f"raw parse rate (JSON + event contract): {raw:>12,.0f} values/s  ({t_raw:.1f} s)")
+        files = {
+            "real": (Path(tmp) / "real.jsonl", build_real, args.steps, args.copies),
+            "rl": (Path(tmp) / "rl.jsonl", build_rl, args.steps, args.rl_runs),
+        }
+        for name, (path, build, steps, n) in files.items():
+            values = build(path, steps, n)
+            print(f"file {name}: {values:,} values, {path.stat().st_size / 2**20:.0f} MiB")
+        rates: dict[tuple[str, str], list[float]] = {}
+        for _ in range(args.repeat):
+            for fname, (path, *_rest) in files.items():
+                for label, tree, native in engines:
+                    rate = steady(tree, path, args.warm, native)
+                    rates.setdefault((fname, label), []).append(rate)
+        print("steady-state engine values/s (decoded events; median of alternating runs):")
+        for fname in files:
+            ours = statistics.median(rates[(fname, "this checkout")])
+            for label, _, _ in engines:
+                r = statistics.median(rates[(fname, label)])
+                each = ", ".join(f"{x:,.0f}" for x in rates[(fname, label)])
+                print(f"  {fname:<5} {label:<32}{r:>12,.0f}  ({ours / r:.2f}x is this; {each})")
+        start = time.perf_counter()
+        result = replay_files([files["real"][0]])
+        seconds = time.perf_counter() - start
     print(
-        f"replay through the Monitor:             {rep:>12,.0f} values/s  ({t_rep:.1f} s; {engine})"
+        f"replay end to end (read, decode, engine) of file real: "
+        f"{result.values / seconds:,.0f} values/s ({seconds:.1f} s)"
     )
-    print(f"  the same, pure-Python engine:         {python:>12,.0f} values/s")
-    print(f"replay / raw parse:                     {rep / raw:>12.2f}")
     print("target: replay >= 250,000 values/s")
-    spawn = multiprocessing.get_context("spawn")
-    for compiled in (True, False):
-        with spawn.Pool(1) as pool:
-            per = pool.apply(memory_per_series, (args.series, compiled))
-        label = "compiled core" if compiled else "pure Python"
-        print(
-            f"memory per (run, metric) series at {args.series:,} series: {per / 1024:.1f} KB "
-            f"({label}; resident memory)"
-        )
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        per = pool.apply(memory_per_series, (args.series,))
+    print(f"memory per (run, metric) series at {args.series:,} series: {per / 1024:.1f} KB")
     print("target: <= 10 KB per series")
 
 

@@ -143,6 +143,12 @@ class EngineConfig(_Section):
     straggler: StragglerSettings = StragglerSettings()
     disabled_kinds: tuple[str, ...] = ()
     max_runs: int = Field(10_000, ge=1, description="runs tracked at once; the stalest is dropped")
+    max_series_per_run: int = Field(
+        2_000, ge=1, description="metrics tracked per run; values of more are set aside"
+    )
+    max_metrics_per_event: int = Field(
+        2_000, ge=1, description="metrics read from one event; the rest are set aside"
+    )
 
     def model_post_init(self, __context: Any) -> None:
         unknown = [k for k in self.disabled_kinds if k not in KINDS]

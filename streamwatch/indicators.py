@@ -5,11 +5,11 @@ NeMo RL; user aliases (config ``indicators.aliases``) come first. Patterns are s
 globs (``val-core/*/reward/mean@*``).
 
 >>> IndicatorMap().resolve("actor/entropy")
-'entropy'
+<Indicator.ENTROPY: 'entropy'>
 >>> IndicatorMap().resolve("val-core/openai/gsm8k/reward/mean@1")
-'heldout_reward'
+<Indicator.HELDOUT_REWARD: 'heldout_reward'>
 >>> IndicatorMap(aliases={"my/ent": "entropy"}).resolve("my/ent")
-'entropy'
+<Indicator.ENTROPY: 'entropy'>
 >>> IndicatorMap().resolve("perf/mfu/actor") is None
 True
 """

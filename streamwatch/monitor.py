@@ -4,8 +4,9 @@ Pure and deterministic: no clock reads, no I/O, no randomness. Time comes in wit
 events (their ``ts``) and as explicit :meth:`Monitor.tick` calls; the same events give the
 same incidents, live or replayed. Each run's state can be snapshotted and restored.
 
-The checks run compiled when the core is installed (:mod:`streamwatch.native`), with the
-same results as the Python ones; ``Monitor(compiled=False)`` keeps to Python.
+An event's values go through one loop: a value of a metric with an RL-specific check is
+handed to its series' checks; the values of the other metrics are screened for generic drift
+together, in one call per event (:func:`streamwatch.checks.drift.screen`).
 
 >>> from streamwatch.events import Event
 >>> m = Monitor()
@@ -17,22 +18,19 @@ same results as the Python ones; ``Monitor(compiled=False)`` keeps to Python.
 from __future__ import annotations
 
 import math
-import pickle
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
 
+from streamwatch.checks import DriftColumn
 from streamwatch.config import Config, EngineConfig
 from streamwatch.events import Event, Problem, is_finished, source_key
 from streamwatch.incidents import Incident
 from streamwatch.indicators import IndicatorMap
-from streamwatch.native import core
-from streamwatch.run import RunState
+from streamwatch.run import RunState, Series
+from streamwatch.snapshot import dump_run, load_run
 
 __all__ = ["Monitor", "MonitorStats"]
-
-_SNAPSHOT_VERSION = 4
 
 
 @dataclass
@@ -42,6 +40,7 @@ class MonitorStats:
     nonfinite: int = 0
     problems: int = 0
     incidents: int = 0
+    set_aside: int = 0  # values past the bounds (metrics per event, series per run)
 
 
 class Monitor:
@@ -52,7 +51,6 @@ class Monitor:
         config: Config | None = None,
         *,
         sweep_seconds: float = 1.0,
-        compiled: bool | None = None,
     ) -> None:
         self.config = config or Config()
         self.engine: EngineConfig = self.config.engine
@@ -65,9 +63,6 @@ class Monitor:
         self._swept = -math.inf
         self.sweep_seconds = sweep_seconds
         self._problems: list[Problem] = []
-        #: with the compiled core: its checks, and its loop for the common case of an event
-        self.compiled = core is not None and compiled is not False
-        self._solo = core.process_solo if core is not None and self.compiled else None
 
     # -- input ----------------------------------------------------------------------------
     def process(self, event: Event, origin: str = "") -> list[Incident]:
@@ -84,59 +79,44 @@ class Monitor:
             return self._drain((run,))
         src = source_key(event.source) if event.source is not None else ""
         metrics = event.metrics
+        n = len(metrics)
         loss = run.loss_metric
         if loss is not None and metrics.get(loss) == 0.0:
             run.loss_zero_step = step  # with a non-finite grad norm: the skipped-step signature
         items: Iterable[tuple[str, float]] = metrics.items()
-        if self._solo is not None and not run.book.open:
-            done, found = self._solo(run, run.series, step, src, metrics)
-            if found is not None:  # the last value it judged found something
-                judged, results = found
-                run.settle(judged, step, metrics[judged.metric], results)
-            items = islice(items, done, None) if done < len(metrics) else ()
-        return self._values(run, step, event.ts, src, items, len(metrics), origin)
-
-    def resume(self, rest: tuple[Any, ...], origin: str = "") -> list[Incident]:
-        """Finish an event the compiled batch loop began (``process_records``'s ``rest``):
-        report what its checks found, if anything, and judge the rest of its values."""
-        run, s, step, ts, src, x, results, items, n = rest
-        if results is not None:
-            run.settle(s, step, x, results)
-        return self._values(run, step, ts, src, items, n, origin)
-
-    def _values(
-        self,
-        run: RunState,
-        step: int,
-        ts: float | None,
-        src: str,
-        items: Iterable[tuple[str, float]],
-        n: int,
-        origin: str,
-    ) -> list[Incident]:
-        """The rest of :meth:`process`: the event's values (those ``items`` the compiled
-        loop left), then its count and time."""
+        if n > self.engine.max_metrics_per_event:
+            items = self._too_many(run, step, metrics, origin)
         series = run.series
-        book = run.book
+        opened = bool(run.book.open)
+        generic: list[tuple[DriftColumn, float]] = []
         nonfinite = 0
         for name, x in items:
             s = series.get(name)
             if s is None:
-                s = run.new_series(name, self.indicators.resolve(name))
+                s = self._new_series(run, name, step, origin)
+                if s is None:
+                    continue
             if src == s.solo and step > s.pending_step and x - x == 0.0:
                 # the hot path: one source, a finite value of a new step
                 s.pending_step = step
-                if book.open:
+                col = s.drift
+                if col is not None and not opened:
+                    generic.append((col, x))  # screened together, after the loop
+                    continue
+                if opened:
                     run.finite(s, step)
                 run.judge(s, step, x)
                 continue
             if x - x != 0.0:  # nan or inf
                 nonfinite += 1
             run.value(s, src, step, x, origin)
+        if generic:
+            run.screened(step, generic)
         stats = self.stats
         stats.events += 1
         stats.values += n
         stats.nonfinite += nonfinite
+        ts = event.ts
         if ts is not None and ts > self.now:
             self.now = ts
             if ts - self._swept >= self.sweep_seconds:
@@ -145,6 +125,32 @@ class Monitor:
         if run.out or run.problems:
             return self._drain((run,))
         return []
+
+    def _new_series(self, run: RunState, name: str, step: int, origin: str) -> Series | None:
+        if len(run.series) >= self.engine.max_series_per_run:
+            run.refuse(name, step, origin)
+            self.stats.set_aside += 1
+            return None
+        return run.new_series(name, self.indicators.resolve(name))
+
+    def _too_many(
+        self, run: RunState, step: int, metrics: Mapping[str, float], origin: str
+    ) -> Iterable[tuple[str, float]]:
+        """An event with more metrics than ``max_metrics_per_event``: the first are read,
+        the rest set aside (one problem for the event)."""
+        limit = self.engine.max_metrics_per_event
+        extra = len(metrics) - limit
+        self.stats.set_aside += extra
+        run.problems.append(
+            Problem(
+                origin,
+                f"event has {len(metrics)} metrics (engine.max_metrics_per_event is {limit}): "
+                f"the last {extra} set aside",
+                run.run_id,
+                step,
+            )
+        )
+        return islice(metrics.items(), limit)
 
     def tick(self, now: float, heard: Mapping[str, float] | None = None) -> list[Incident]:
         """Time passes without events: check every run for stalls.
@@ -193,17 +199,19 @@ class Monitor:
         run = self.runs[run_id]
         if close:
             run.close_all()
-        return pickle.dumps((_SNAPSHOT_VERSION, run), protocol=pickle.HIGHEST_PROTOCOL)
+        return dump_run(run)
 
     def forget(self, run_id: str) -> None:
         """Drop a run's state (another process owns it now); a later event starts it afresh."""
         self.runs.pop(run_id, None)
 
     def restore(self, blob: bytes) -> str:
-        """Install a run's state from :meth:`snapshot`; returns its run id."""
-        version, run = pickle.loads(blob)
-        if version != _SNAPSHOT_VERSION or not isinstance(run, RunState):
-            raise ValueError(f"not a streamwatch snapshot of version {_SNAPSHOT_VERSION}")
+        """Install a run's state from :meth:`snapshot` (of any process); returns its run id.
+
+        Raises :class:`~streamwatch.snapshot.SnapshotError` for bytes that are not a snapshot
+        of this version, naming the run and both versions.
+        """
+        run = load_run(blob)
         self.runs[run.run_id] = run
         return run.run_id
 
@@ -216,7 +224,7 @@ class Monitor:
         if len(self.runs) >= self.engine.max_runs:
             stalest = min(self.runs.values(), key=lambda r: r.last_ts or -math.inf)
             del self.runs[stalest.run_id]
-        run = RunState(run_id, self.engine, compiled=self.compiled)
+        run = RunState(run_id, self.engine)
         self.runs[run_id] = run
         return run
 

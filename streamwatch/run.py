@@ -10,34 +10,27 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from streamwatch.checks import (
     REMEDIES,
     Check,
-    DriftCheck,
+    DriftColumn,
     EntropyCheck,
     HackingCheck,
     LengthCheck,
-    PyChecks,
-    Results,
     RewardCheck,
-    SeriesChecks,
     SpikeCheck,
     StallCheck,
     StragglerCheck,
     TruncationCheck,
+    screen,
 )
 from streamwatch.config import EngineConfig
 from streamwatch.events import Problem
 from streamwatch.incidents import Finding, Incident, IncidentBook, Kind, Severity
 from streamwatch.indicators import Indicator
-from streamwatch.native import core
 
-if TYPE_CHECKING:
-    import streamwatch_native
-
-__all__ = ["PySeries", "RunState"]
+__all__ = ["RunState", "Series"]
 
 _CORE = {
     Indicator.LOSS,
@@ -49,52 +42,50 @@ _CORE = {
 }
 _PER_SOURCE = {Indicator.STEP_TIME: True, Indicator.THROUGHPUT: False}
 _FEEDS_HACKING = {Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD}
+_DRIFT_KINDS = DriftColumn.kinds
 
 
-#: A check as the engine builds it: its class, its settings, and whether it reads 1 - x.
-CheckSpec = tuple[type[Any], object, bool]
-
-
-def check_specs(indicator: Indicator | None, metric: str, cfg: EngineConfig) -> list[CheckSpec]:
-    """The checks a series gets, by indicator; metrics without one get generic drift."""
+def make_checks(
+    indicator: Indicator | None, name: str, metric: str, cfg: EngineConfig
+) -> list[Check]:
+    """The RL checks a series gets, by indicator (metrics without one are screened for
+    generic drift instead: :func:`drift_column`)."""
     i = Indicator
     if indicator is i.ENTROPY:
-        return [(EntropyCheck, cfg.entropy, False)]
+        return [EntropyCheck(name, metric, cfg.entropy)]
     if indicator is i.TOKEN_PROB:
-        return [(EntropyCheck, cfg.entropy, True)]
+        return [EntropyCheck(name, metric, cfg.entropy, invert=True)]
     if indicator is i.TRAIN_REWARD:
-        return [(RewardCheck, cfg.reward, False)]
+        return [RewardCheck(name, metric, cfg.reward)]
     if indicator is i.RESPONSE_LENGTH:
-        return [(LengthCheck, cfg.length, False)]
+        return [LengthCheck(name, metric, cfg.length)]
     if indicator is i.TRUNCATION_RATIO:
-        return [(TruncationCheck, cfg.length, False)]
+        return [TruncationCheck(name, metric, cfg.length)]
     if indicator in (i.LOSS, i.GRAD_NORM, i.KL):
-        return [(SpikeCheck, cfg.spike, False)]
-    if indicator is i.HELDOUT_REWARD:
-        return []
-    if any(fnmatch.fnmatchcase(metric, pattern) for pattern in cfg.drift.ignore):
-        return []
-    return [(DriftCheck, cfg.drift, False)]
+        return [SpikeCheck(name, metric, cfg.spike)]
+    return []
 
 
-def make_checks(specs: list[CheckSpec], name: str, metric: str, compiled: bool) -> SeriesChecks:
-    """The series' checks: compiled when asked for (the core has a twin of every check)."""
-    if compiled and core is not None:
-        return core.Checks([(c.__name__, name, metric, s, inv) for c, s, inv in specs])
-    checks: list[Check] = [
-        cls(name, metric, settings, invert=True) if invert else cls(name, metric, settings)
-        for cls, settings, invert in specs
-    ]
-    return PyChecks(checks)
+def drift_column(
+    indicator: Indicator | None, name: str, metric: str, cfg: EngineConfig
+) -> DriftColumn | None:
+    """Generic drift for a metric that has no RL-specific check (held-out rewards have the
+    hacking check; counters and schedules trend by design)."""
+    if indicator is Indicator.HELDOUT_REWARD or any(
+        fnmatch.fnmatchcase(metric, pattern) for pattern in cfg.drift.ignore
+    ):
+        return None
+    return DriftColumn(name, metric, cfg.drift)
 
 
-class PySeries:
-    """One metric of one run: its checks, and the gathering of a step's values across sources
-    (``streamwatch_native.Series`` is the compiled twin, with the same attributes)."""
+class Series:
+    """One metric of one run: its checks, and the gathering of a step's values across
+    sources."""
 
     __slots__ = (
         "checks",
         "closed",
+        "drift",
         "expected",
         "feeds_hacking",
         "indicator",
@@ -117,19 +108,20 @@ class PySeries:
         metric: str,
         name: str,
         indicator: Indicator | None,
-        checks: SeriesChecks,
+        checks: list[Check],
+        drift: DriftColumn | None,
         straggler: StragglerCheck | None,
-        feeds_hacking: bool,
     ) -> None:
         self.metric = metric
         self.name = name
         self.indicator = indicator
         self.checks = checks
+        self.drift = drift  # generic metrics: their column of the run's drift screen
         self.straggler = straggler
-        self.feeds_hacking = feeds_hacking  # its values go to the run's hacking check
+        self.feeds_hacking = indicator in _FEEDS_HACKING  # its values go to the hacking check
         self.per_source = straggler is not None  # each source's value kept for the straggler
         # judged beyond its checks: the hacking check's inputs, the straggler check
-        self.special = feeds_hacking or straggler is not None
+        self.special = self.feeds_hacking or straggler is not None
         self.last_step: dict[str, int] = {}
         self.pending_step = -1
         self.pending_sum = 0.0
@@ -142,10 +134,6 @@ class PySeries:
         self.solo: str | None = None
 
 
-if TYPE_CHECKING:
-    Series = PySeries | streamwatch_native.Series
-
-
 @dataclass
 class RunState:
     run_id: str
@@ -153,24 +141,20 @@ class RunState:
     book: IncidentBook = field(init=False)
     series: dict[str, Series] = field(default_factory=dict)
     bound: dict[Indicator, str] = field(default_factory=dict)
-    hacking: HackingCheck | streamwatch_native.HackingCheck = field(init=False)
-    stall: StallCheck | streamwatch_native.StallCheck = field(init=False)
+    hacking: HackingCheck = field(init=False)
+    stall: StallCheck = field(init=False)
     out: list[Incident] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     last_ts: float | None = None
     loss_zero_step: int = -1  # step of the last event whose loss was exactly 0
     loss_metric: str | None = None  # the metric bound to the loss indicator
     disabled: frozenset[str] = frozenset()
-    compiled: bool = False  # the series' checks from the compiled core, when it has them
+    refused: int = 0  # values of metrics past ``max_series_per_run``
 
     def __post_init__(self) -> None:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
-        if self.compiled and core is not None:
-            self.hacking = core.HackingCheck(self.cfg.hacking)
-            self.stall = core.StallCheck(self.cfg.stall)
-        else:
-            self.hacking = HackingCheck(self.cfg.hacking)
-            self.stall = StallCheck(self.cfg.stall)
+        self.hacking = HackingCheck(self.cfg.hacking)
+        self.stall = StallCheck(self.cfg.stall)
         self.disabled = frozenset(self.cfg.disabled_kinds)
 
     # -- series -------------------------------------------------------------------------
@@ -181,24 +165,39 @@ class RunState:
                 indicator = None  # a second metric for the same indicator: generic checks
             elif indicator is Indicator.LOSS:
                 self.loss_metric = metric
-        specs = check_specs(indicator, metric, self.cfg)
+        name = indicator.value if indicator else metric
+        checks = make_checks(indicator, name, metric, self.cfg)
+        drift = None if checks else drift_column(indicator, name, metric, self.cfg)
         # token probability rising to 1 tells the entropy story again: with the entropy
         # itself logged, it would only raise a second incident for the same collapse
         if indicator is Indicator.TOKEN_PROB and Indicator.ENTROPY in self.bound:
-            specs = []
+            checks = []
         elif indicator is Indicator.ENTROPY and Indicator.TOKEN_PROB in self.bound:
-            self.series[self.bound[Indicator.TOKEN_PROB]].checks = PyChecks([])
-        name = indicator.value if indicator else metric
-        checks = make_checks(specs, name, metric, self.compiled)
+            self.series[self.bound[Indicator.TOKEN_PROB]].checks = []
         straggler = (
             StragglerCheck(name, metric, self.cfg.straggler, _PER_SOURCE[indicator])
             if indicator in _PER_SOURCE
             else None
         )
-        make = core.Series if self.compiled and core is not None else PySeries
-        series = make(metric, name, indicator, checks, straggler, indicator in _FEEDS_HACKING)
+        series = Series(metric, name, indicator, checks, drift, straggler)
         self.series[metric] = series
         return series
+
+    def refuse(self, metric: str, step: int, origin: str) -> None:
+        """A metric beyond the run's bound: its value is set aside, once reported."""
+        self.refused += 1
+        if self.refused == 1 or self.refused % 10_000 == 0:
+            limit = self.cfg.max_series_per_run
+            self.problems.append(
+                Problem(
+                    origin,
+                    f"run has {limit} metrics (engine.max_series_per_run): {metric!r} and "
+                    f"others not tracked ({self.refused} values set aside so far)",
+                    self.run_id,
+                    step,
+                    metric,
+                )
+            )
 
     def value(self, s: Series, src: str, step: int, x: float, origin: str) -> None:
         """One value of one source: repeats, gathering across sources, non-finite values.
@@ -284,27 +283,22 @@ class RunState:
         self.judge(s, step, x)
 
     def judge(self, s: Series, step: int, x: float) -> None:
-        """Hand one step's value of a series to its checks."""
-        if self.book.open:
-            self.settle(s, step, x, s.checks.judge(step, x))
-            return
-        results = s.checks.quiet(step, x)
-        if results is not None:
-            self.settle(s, step, x, results)
-        elif s.special:
-            self._close_special(s, step, x)
-
-    def settle(self, s: Series, step: int, x: float, results: Results) -> None:
-        """What the checks said of one value: findings fire, silence counts as health."""
-        book = self.book
-        for kinds, found in results:
-            if found:
-                self._report(kinds, s.name, step, found)
-            elif book.open:
-                for kind in kinds:
-                    self._healthy(kind, s.name, step)
+        """Hand one step's value of a series to its checks (when incidents are open, those
+        that see health count towards resolving them)."""
+        col = s.drift
+        if col is not None:
+            self._report(_DRIFT_KINDS, s.name, step, screen(step, ((col, x),)))
+        for check in s.checks:
+            found = check.update(step, x)
+            if found or self.book.open:
+                self._report(check.kinds, s.name, step, found)
         if s.special:
             self._close_special(s, step, x)
+
+    def screened(self, step: int, values: list[tuple[DriftColumn, float]]) -> None:
+        """One step's generic values of a run with no incident open, screened together."""
+        for finding in screen(step, values):
+            self.fire(finding)
 
     def _close_special(self, s: Series, step: int, x: float) -> None:
         ind = s.indicator

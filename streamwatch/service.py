@@ -38,7 +38,6 @@ from streamwatch.config import Config
 from streamwatch.events import is_finished
 from streamwatch.incidents import Incident, Severity
 from streamwatch.monitor import Monitor
-from streamwatch.native import core
 from streamwatch.ownership import Listener, Ownership
 from streamwatch.replay import Sink
 from streamwatch.report.live import LiveReport
@@ -193,10 +192,6 @@ class Service:
         self._next_commit: dict[int, float] = {}
         self._jsonl_dirty = False
         self._logged = 0
-        # the compiled core's loop over a batch, for records that need nothing else (not
-        # with the live report, which draws every event); it remembers each run's metrics
-        fast = self.monitor.compiled and self._live is None and core is not None
-        self._routes = core.Routes() if fast else None
         self.started = threading.Event()
         self._stop = threading.Event()
 
@@ -271,8 +266,7 @@ class Service:
             deliver=lambda: self._deliver(self._stop),
         )
         self._consumer.subscribe([s.topic], listener=Listener(self._own, self._flush_producer))
-        engine = "compiled core" if self.monitor.compiled else "pure Python (no compiled core)"
-        log.info("consuming %s as group %s; engine: %s", s.topic, s.group, engine)
+        log.info("consuming %s as group %s", s.topic, s.group)
 
     def _close(self) -> None:
         if self._consumer is not None:
@@ -404,7 +398,6 @@ class Service:
         own = self._ownership()
         run_partition = own.run_partition
         skip_below = own.skip_below
-        routes = self._routes
         for tp, records in batch.items():
             p = tp.partition
             if p not in own.owned:
@@ -419,24 +412,7 @@ class Service:
                     continue
             prefix = f"{tp.topic}/{p}@"
             dirty = own.dirty.setdefault(p, set())
-            i, n = 0, len(records)
-            while i < n:
-                if routes is not None:
-                    i, events, values, rest = core.process_records(
-                        monitor, routes, records, i, max_bytes, skip_below, p, run_partition,
-                        heard, received, dirty,
-                    )  # fmt: skip
-                    counts.events += events
-                    counts.values += values
-                    if rest is not None:  # the last record's values, from one on, are ours
-                        updates = monitor.resume(rest, prefix + str(records[i - 1].offset))
-                        if updates:
-                            self._emit(updates)
-                        continue
-                    if i == n:
-                        break
-                record = records[i]
-                i += 1
+            for record in records:
                 origin = prefix + str(record.offset)
                 decoded = decode_message(record.value, origin, max_bytes=max_bytes)
                 event = decoded.event

@@ -1,7 +1,7 @@
 """Named health checks: each reads detector signals and decides incidents."""
 
-from streamwatch.checks.base import Check, PyChecks, Results, SeriesChecks
-from streamwatch.checks.drift import DriftCheck
+from streamwatch.checks.base import Check
+from streamwatch.checks.drift import DriftColumn, screen
 from streamwatch.checks.entropy import EntropyCheck
 from streamwatch.checks.hacking import HackingCheck
 from streamwatch.checks.length import LengthCheck, TruncationCheck
@@ -14,16 +14,14 @@ from streamwatch.checks.straggler import StragglerCheck
 __all__ = [
     "REMEDIES",
     "Check",
-    "DriftCheck",
+    "DriftColumn",
     "EntropyCheck",
     "HackingCheck",
     "LengthCheck",
-    "PyChecks",
-    "Results",
     "RewardCheck",
-    "SeriesChecks",
     "SpikeCheck",
     "StallCheck",
     "StragglerCheck",
     "TruncationCheck",
+    "screen",
 ]

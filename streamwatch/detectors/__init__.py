@@ -5,10 +5,9 @@ Non-finite input is ignored by every detector here (a single NaN disables river'
 for good); the Monitor reports non-finite values as their own incident.
 """
 
-from streamwatch.detectors.adwin import LevelShift
 from streamwatch.detectors.ewma import Ewma
 from streamwatch.detectors.page_hinkley import SustainedShift
 from streamwatch.detectors.persistence import Persistence
 from streamwatch.detectors.window import Window
 
-__all__ = ["Ewma", "LevelShift", "Persistence", "SustainedShift", "Window"]
+__all__ = ["Ewma", "Persistence", "SustainedShift", "Window"]
