@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-import streamwatch.run
 from streamwatch.checks import (
     Check,
     DriftColumn,
@@ -233,14 +232,14 @@ def test_detector_survives_a_snapshot_at_any_step(name: str, cut: int) -> None:
 
 def test_no_nonfinite_value_reaches_a_check_or_the_screen(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[float] = []
-    real_screen = streamwatch.run.screen
+    real_screen = screen
 
     def spy_screen(step: int, values: Iterable[tuple[DriftColumn, float]]) -> list[Finding]:
         values = list(values)
         seen.extend(x for _, x in values)
         return real_screen(step, values)
 
-    monkeypatch.setattr(streamwatch.run, "screen", spy_screen)
+    monkeypatch.setattr("streamwatch.run.screen", spy_screen)
     originals = {cls: cls.update for cls in (EntropyCheck, RewardCheck, LengthCheck, SpikeCheck)}
     for cls, update in originals.items():
 
