@@ -189,6 +189,10 @@ class IncidentBook:
             }
         )
 
+    def firing_on(self, kind: Kind) -> set[str]:
+        """The indicators with an incident of this kind open."""
+        return {o.incident.indicator for o in self.open.values() if o.incident.kind == kind}
+
     def is_firing(self, kind: Kind, indicator: str) -> bool:
         return self.fid(kind, indicator) in self.open
 

@@ -296,9 +296,19 @@ class RunState:
             self._close_special(s, step, x)
 
     def screened(self, step: int, values: list[tuple[DriftColumn, float]]) -> None:
-        """One step's generic values of a run with no incident open, screened together."""
-        for finding in screen(step, values):
+        """One step's generic values of a run, screened together; with drift incidents
+        open, the columns that saw health count towards resolving theirs."""
+        found = screen(step, values)
+        for finding in found:
             self.fire(finding)
+        if not self.book.open:
+            return
+        on = self.book.firing_on(Kind.METRIC_DRIFT)
+        if on:
+            on.difference_update(f.indicator for f in found)
+            for col, _ in values:
+                if col.indicator in on:
+                    self._healthy(Kind.METRIC_DRIFT, col.indicator, step)
 
     def _close_special(self, s: Series, step: int, x: float) -> None:
         ind = s.indicator
