@@ -28,6 +28,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from streamwatch.markers import FINISHED_METRIC, FINISHED_TAG, FINISHED_VALUE
+
 __all__ = [
     "FINISHED_METRIC",
     "FINISHED_TAG",
@@ -90,12 +92,6 @@ class Event(BaseModel):
         if self.tags:
             out["tags"] = dict(self.tags)
         return out
-
-
-#: The end-of-run marker a Publisher sends on close: this tag, with this one metric.
-FINISHED_TAG = "streamwatch.state"
-FINISHED_VALUE = "finished"
-FINISHED_METRIC = "streamwatch/finished"
 
 
 def finished_event(run_id: str, step: int, ts: float | None, source: Source | None) -> Event:

@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from streamwatch.markers import FINISHED_METRIC, FINISHED_TAG, FINISHED_VALUE
+
 __all__ = [
     "DEFAULT_TOPIC",
     "FINISHED_METRIC",
@@ -59,11 +61,6 @@ __all__ = [
 ]
 
 DEFAULT_TOPIC = "streamwatch.metrics"
-#: The tag (and its value) of the last event a process sends when it closes normally.
-FINISHED_TAG = "streamwatch.state"
-FINISHED_VALUE = "finished"
-#: The one metric of that last event.
-FINISHED_METRIC = "streamwatch/finished"
 
 #: KafkaProducer settings unless ``producer_config`` says otherwise. Idempotence is off
 #: because it requires acks="all"; max_block_ms and bootstrap_timeout_ms bound how long the

@@ -379,14 +379,6 @@ def test_a_finished_run_is_not_reported_stalled() -> None:
         assert ("run_stalled" in kinds) is not finished
 
 
-def test_the_publisher_sends_the_marker_the_engine_reads() -> None:
-    from streamwatch import events, publish
-
-    assert publish.FINISHED_TAG == events.FINISHED_TAG
-    assert publish.FINISHED_VALUE == events.FINISHED_VALUE
-    assert publish.FINISHED_METRIC == events.FINISHED_METRIC
-
-
 def test_steps_too_close_in_time_for_a_cadence_are_judged_without_one() -> None:
     """Event times a few subnormal floats apart: the cadence rounds to zero; the run is not
     judged stalled on it (it divided by zero)."""
