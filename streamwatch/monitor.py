@@ -25,14 +25,12 @@ from itertools import islice
 from streamwatch.checks import DriftColumn
 from streamwatch.config import Config, EngineConfig
 from streamwatch.events import Event, Problem, is_finished, source_key
-from streamwatch.incidents import Incident, Kind
+from streamwatch.incidents import Incident
 from streamwatch.indicators import IndicatorMap
 from streamwatch.run import RunState, Series
 from streamwatch.snapshot import dump_run, load_run
 
 __all__ = ["Monitor", "MonitorStats"]
-
-_NONE: set[str] = set()
 
 
 @dataclass
@@ -89,9 +87,6 @@ class Monitor:
         if n > self.engine.max_metrics_per_event:
             items = self._too_many(run, step, metrics, origin)
         series = run.series
-        # with incidents open, the values that may resolve one: non-finite ones seen again
-        opened = bool(run.book.open)
-        nonfinite_on = run.book.firing_on(Kind.NONFINITE_METRIC) if opened else _NONE
         generic: list[tuple[DriftColumn, float]] = []
         nonfinite = 0
         for name, x in items:
@@ -103,8 +98,6 @@ class Monitor:
             if src == s.solo and step > s.pending_step and x - x == 0.0:
                 # the hot path: one source, a finite value of a new step
                 s.pending_step = step
-                if opened and s.name in nonfinite_on:
-                    run.finite(s, step)
                 col = s.drift
                 if col is not None:
                     generic.append((col, x))  # screened together, after the loop
@@ -116,6 +109,7 @@ class Monitor:
             run.value(s, src, step, x, origin)
         if generic:
             run.screened(step, generic)
+        run.end_event(step)
         stats = self.stats
         stats.events += 1
         stats.values += n

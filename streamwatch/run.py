@@ -43,6 +43,8 @@ _CORE = {
 _PER_SOURCE = {Indicator.STEP_TIME: True, Indicator.THROUGHPUT: False}
 _FEEDS_HACKING = {Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD}
 _DRIFT_KINDS = DriftColumn.kinds
+#: the run's one non-finite incident: its kind and indicator
+_NAN = (Kind.NONFINITE_METRIC, "metrics")
 
 
 def make_checks(
@@ -150,6 +152,8 @@ class RunState:
     loss_metric: str | None = None  # the metric bound to the loss indicator
     disabled: frozenset[str] = frozenset()
     refused: int = 0  # values of metrics past ``max_series_per_run``
+    nan_values: list[tuple[Series, str, float]] = field(default_factory=list)  # this event's
+    nan_step: int = -1  # the last step with a non-finite value, or counted healthy
 
     def __post_init__(self) -> None:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
@@ -228,8 +232,6 @@ class RunState:
             s.closed = False
         s.pending_n += 1
         if x - x == 0.0:  # finite (inf - inf and nan - nan are nan)
-            if self.book.open:
-                self.finite(s, step)
             if s.closed:
                 return  # one source more than last step: counted for the next, not judged
             s.pending_sum += x
@@ -242,11 +244,6 @@ class RunState:
             self.close(s)
             if s.pending_n == 1 and s.expected == 1:
                 s.solo = src  # one source, one value a step: the next values take the fast path
-
-    def finite(self, s: Series, step: int) -> None:
-        """A finite value: an open non-finite incident on this series is a step nearer to
-        resolving."""
-        self._healthy(Kind.NONFINITE_METRIC, s.name, step)
 
     def _set_aside_repeat(self, s: Series, src: str, step: int, last: int, origin: str) -> None:
         why = "repeats step" if step == last else f"goes back from step {last} to"
@@ -329,21 +326,43 @@ class RunState:
 
     # -- findings -> incidents ------------------------------------------------------------
     def nonfinite(self, s: Series, src: str, step: int, x: float) -> None:
-        evidence: dict[str, object] = {"value": str(x)}
-        if src:
-            evidence["source"] = src
-        if s.indicator is Indicator.GRAD_NORM and self.loss_zero_step == step:
+        """A non-finite value: reported with the event's others (:meth:`end_event`)."""
+        self.nan_values.append((s, src, x))
+
+    def end_event(self, step: int) -> None:
+        """After each event: its non-finite values as one incident of the run; an event of a
+        new step without any counts towards resolving it."""
+        found = self.nan_values
+        if not found:
+            if self.book.open and step > self.nan_step and self.book.is_firing(*_NAN):
+                self.nan_step = step
+                self._healthy(Kind.NONFINITE_METRIC, _NAN[1], step)
+            return
+        self.nan_values = []
+        self.nan_step = step
+        metrics = {s.metric: str(x) for s, _, x in found}
+        sources = sorted({src for _, src, _ in found if src})
+        core = [s for s, _, _ in found if s.indicator in _CORE]
+        evidence: dict[str, object] = {
+            "value": str(found[0][2]),
+            "metrics": ", ".join(f"{m}={v}" for m, v in metrics.items()),
+            "count": len(metrics),
+        }
+        if sources:
+            evidence["sources"] = ", ".join(sources)
+        what = ", ".join(metrics)
+        if self.loss_zero_step == step and any(s.indicator is Indicator.GRAD_NORM for s in core):
             evidence["loss_is_zero"] = True
-        core = s.indicator in _CORE
-        what = "zero loss with a non-finite grad norm" if evidence.get("loss_is_zero") else str(x)
+            what += " (with a zero loss: the optimiser skipped the step)"
+        where = f" (from {', '.join(sources)})" if sources else ""
         self.fire(
             Finding(
                 Kind.NONFINITE_METRIC,
-                s.name,
-                s.metric,
+                _NAN[1],
+                (core or [found[0][0]])[0].metric,
                 Severity.CRITICAL if core else Severity.WARNING,
                 step,
-                f"non-finite {s.metric} at step {step}: {what}" + (f" (from {src})" if src else ""),
+                f"non-finite {what} at step {step}{where}",
                 evidence,
                 onset_step=step,
             )
