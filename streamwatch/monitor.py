@@ -87,6 +87,8 @@ class Monitor:
         loss = run.loss_metric
         if loss is not None and metrics.get(loss) == 0.0:
             run.loss_zero_step = step  # with a non-finite grad norm: the skipped-step signature
+        if not run.series.keys() >= metrics.keys():
+            self._new_series(run, metrics)
         items: Iterable[tuple[str, float]] = metrics.items()
         if self._solo is not None and not run.book.open:
             done, found = self._solo(run, run.series, step, src, metrics)
@@ -122,7 +124,7 @@ class Monitor:
         for name, x in items:
             s = series.get(name)
             if s is None:
-                s = run.new_series(name, self.indicators.resolve(name))
+                s = run.new_series(name, *self.indicators.lookup(name))
             if src == s.solo and step > s.pending_step and x - x == 0.0:
                 # the hot path: one source, a finite value of a new step
                 s.pending_step = step
@@ -219,6 +221,14 @@ class Monitor:
         run = RunState(run_id, self.engine, compiled=self.compiled)
         self.runs[run_id] = run
         return run
+
+    def _new_series(self, run: RunState, metrics: Mapping[str, float]) -> None:
+        """The series of an event's new metrics, best-ranked first: a metric claims its
+        indicator by rank, whatever its place in the event."""
+        lookup = self.indicators.lookup
+        known = run.series
+        for rank, name in sorted((lookup(m)[1], m) for m in metrics if m not in known):
+            run.new_series(name, lookup(name)[0], rank)
 
     def _sweep(self) -> None:
         self._swept = self.now
