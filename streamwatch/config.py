@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from streamwatch.alerting.config import AlertingConfig
 from streamwatch.incidents import KINDS, Severity
+from streamwatch.indicators import PRESETS
 
 __all__ = ["Config", "ConfigError", "EngineConfig", "load_config"]
 
@@ -157,7 +158,7 @@ class EngineConfig(_Section):
 
 
 class IndicatorSettings(_Section):
-    presets: tuple[str, ...] = ("verl", "trl", "openrlhf", "nemo_rl", "streamwatch")
+    presets: tuple[str, ...] = tuple(PRESETS)
     aliases: dict[str, str] = Field(default_factory=dict, description="metric glob -> indicator")
 
 

@@ -1,26 +1,29 @@
 """Canonical indicators and the metric names each framework logs them under.
 
-A metric name resolves to at most one indicator. Presets cover verl, TRL, OpenRLHF and
-NeMo RL; user aliases (config ``indicators.aliases``) come first. Patterns are shell-style
-globs (``val-core/*/reward/mean@*``).
+A metric name resolves to at most one indicator. Presets cover verl, TRL (raw names and
+with transformers' ``train/``/``eval/`` prefixes), OpenRLHF, NeMo RL, slime, prime-rl, SkyRL,
+AReaL, ROLL and ms-swift; user aliases (config ``indicators.aliases``) come first. Patterns
+are shell-style globs (``val-core/*/reward/mean@*``).
 
->>> IndicatorMap().resolve("actor/entropy")
-<Indicator.ENTROPY: 'entropy'>
->>> IndicatorMap().resolve("val-core/openai/gsm8k/reward/mean@1")
-<Indicator.HELDOUT_REWARD: 'heldout_reward'>
->>> IndicatorMap(aliases={"my/ent": "entropy"}).resolve("my/ent")
-<Indicator.ENTROPY: 'entropy'>
+>>> print(IndicatorMap().resolve("actor/entropy"))
+entropy
+>>> print(IndicatorMap().resolve("val-core/openai/gsm8k/reward/mean@1"))
+heldout_reward
+>>> print(IndicatorMap(aliases={"my/ent": "entropy"}).resolve("my/ent"))
+entropy
 >>> IndicatorMap().resolve("perf/mfu/actor") is None
 True
 """
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping
 from enum import StrEnum
+from fnmatch import fnmatchcase
 
-__all__ = ["PRESETS", "Indicator", "IndicatorMap"]
+__all__ = ["PRESETS", "Indicator", "IndicatorMap", "is_glob"]
+
+_MAX_CACHED = 100_000
 
 
 class Indicator(StrEnum):
@@ -36,22 +39,59 @@ class Indicator(StrEnum):
     LOSS = "loss"
     STEP_TIME = "step_time"
     THROUGHPUT = "throughput"
+    #: the fraction (or count) of prompt groups whose completions all got the same reward
+    ZERO_VARIANCE_GROUPS = "zero_variance_groups"
+    #: the fraction of tokens whose policy ratio was clipped
+    CLIP_FRACTION = "clip_fraction"
+    #: how far the rollout engine's token probabilities are from the trainer's
+    PROB_MISMATCH = "prob_mismatch"
 
 
 _I = Indicator
 
-#: framework -> ordered (pattern, indicator) pairs; the first matching pattern wins.
+_TRL = (
+    ("entropy", _I.ENTROPY),
+    ("reward", _I.TRAIN_REWARD),
+    ("rewards/*/mean", _I.TRAIN_REWARD),
+    ("reward_std", _I.REWARD_STD),
+    ("frac_reward_zero_std", _I.ZERO_VARIANCE_GROUPS),
+    ("completions/mean_length", _I.RESPONSE_LENGTH),
+    ("completions/clipped_ratio", _I.TRUNCATION_RATIO),
+    ("kl", _I.KL),
+    ("clip_ratio/region_mean", _I.CLIP_FRACTION),
+    ("sampling/sampling_logp_difference/mean", _I.PROB_MISMATCH),
+    ("grad_norm", _I.GRAD_NORM),
+    ("loss", _I.LOSS),
+    ("train_samples_per_second", _I.THROUGHPUT),
+)
+_TRL_EVAL = (
+    ("reward", _I.HELDOUT_REWARD),
+    ("accuracy", _I.HELDOUT_REWARD),
+    ("rewards/*/mean", _I.HELDOUT_REWARD),
+    ("*accuracy*", _I.HELDOUT_REWARD),
+)
+
+
+def _prefixed(prefix: str, rules: tuple[tuple[str, Indicator], ...]) -> list[tuple[str, Indicator]]:
+    return [(prefix + pattern, ind) for pattern, ind in rules]
+
+
+#: framework -> ordered (pattern, indicator) pairs. Where several metrics of a run match one
+#: indicator, an exact name beats a glob and an earlier rule beats a later one
+#: (:class:`IndicatorMap`). Each list follows the names the framework's own code logs.
 PRESETS: dict[str, tuple[tuple[str, Indicator], ...]] = {
     "verl": (
         ("actor/entropy", _I.ENTROPY),
         ("actor/entropy_loss", _I.ENTROPY),
         ("critic/score/mean", _I.TRAIN_REWARD),
         ("critic/rewards/mean", _I.TRAIN_REWARD),
-        ("critic/score/std", _I.REWARD_STD),
         ("response_length/mean", _I.RESPONSE_LENGTH),
         ("response_length/clip_ratio", _I.TRUNCATION_RATIO),
         ("actor/kl_loss", _I.KL),
         ("actor/ppo_kl", _I.KL),
+        ("actor/pg_clipfrac", _I.CLIP_FRACTION),
+        ("training/rollout_probs_diff_mean", _I.PROB_MISMATCH),
+        ("rollout_corr/kl", _I.PROB_MISMATCH),
         ("actor/grad_norm", _I.GRAD_NORM),
         ("actor/pg_loss", _I.LOSS),
         ("val-core/*/reward/mean@*", _I.HELDOUT_REWARD),
@@ -60,38 +100,115 @@ PRESETS: dict[str, tuple[tuple[str, Indicator], ...]] = {
         ("timing_s/step", _I.STEP_TIME),
         ("perf/throughput", _I.THROUGHPUT),
     ),
+    # raw names (trainer_state.json, the console), then as transformers renames them for
+    # W&B and TensorBoard (``train/...``, ``eval/...``)
     "trl": (
-        ("entropy", _I.ENTROPY),
-        ("reward", _I.TRAIN_REWARD),
-        ("rewards/*/mean", _I.TRAIN_REWARD),
-        ("reward_std", _I.REWARD_STD),
-        ("completions/mean_length", _I.RESPONSE_LENGTH),
-        ("completions/clipped_ratio", _I.TRUNCATION_RATIO),
-        ("kl", _I.KL),
-        ("grad_norm", _I.GRAD_NORM),
-        ("loss", _I.LOSS),
-        ("eval_reward", _I.HELDOUT_REWARD),
-        ("eval_accuracy", _I.HELDOUT_REWARD),
-        ("eval_*reward*", _I.HELDOUT_REWARD),
-        ("eval_*accuracy*", _I.HELDOUT_REWARD),
-        ("train_samples_per_second", _I.THROUGHPUT),
+        *_TRL,
+        *_prefixed("eval_", _TRL_EVAL),
+        *_prefixed("train/", _TRL),
+        *_prefixed("eval/", _TRL_EVAL),
     ),
     "openrlhf": (
         ("train/entropy_loss", _I.ENTROPY),
+        ("train/rollout/reward_mean", _I.TRAIN_REWARD),
         ("train/reward", _I.TRAIN_REWARD),
+        ("train/rollout/reward_std", _I.REWARD_STD),
+        ("train/rollout/response_length_mean", _I.RESPONSE_LENGTH),
         ("train/response_length", _I.RESPONSE_LENGTH),
         ("train/rollout/truncated_rate", _I.TRUNCATION_RATIO),
+        ("train/response_clip_ratio", _I.TRUNCATION_RATIO),
         ("train/kl", _I.KL),
+        ("train/ppo_kl", _I.KL),
+        ("train/ppo_clip_ratio", _I.CLIP_FRACTION),
+        ("train/vllm_kl", _I.PROB_MISMATCH),
         ("train/actor_grad_norm", _I.GRAD_NORM),
         ("train/policy_loss", _I.LOSS),
+        ("train/timing/step_total", _I.STEP_TIME),
         ("eval/eval_*_pass1", _I.HELDOUT_REWARD),
     ),
     "nemo_rl": (
         ("train/approx_entropy", _I.ENTROPY),
+        ("train/reward", _I.TRAIN_REWARD),
+        ("train/mean_gen_tokens_per_sample", _I.RESPONSE_LENGTH),
+        ("train/truncation_rate", _I.TRUNCATION_RATIO),
         ("train/kl_penalty", _I.KL),
+        ("train/probs_ratio_clamped", _I.CLIP_FRACTION),
+        ("train/token_mult_prob_error", _I.PROB_MISMATCH),
+        ("train/gen_kl_error", _I.PROB_MISMATCH),
         ("train/grad_norm", _I.GRAD_NORM),
         ("train/loss", _I.LOSS),
         ("validation/accuracy", _I.HELDOUT_REWARD),
+    ),
+    "slime": (
+        ("rollout/entropy", _I.ENTROPY),
+        ("train/entropy_loss", _I.ENTROPY),
+        ("rollout/raw_reward", _I.TRAIN_REWARD),
+        ("rollout/rewards", _I.TRAIN_REWARD),
+        ("rollout/response_len/mean", _I.RESPONSE_LENGTH),
+        ("rollout/response_lengths", _I.RESPONSE_LENGTH),
+        ("rollout/truncated_ratio", _I.TRUNCATION_RATIO),
+        ("rollout/zero_std/*", _I.ZERO_VARIANCE_GROUPS),
+        ("train/kl_loss", _I.KL),
+        ("train/ppo_kl", _I.KL),
+        ("train/pg_clipfrac", _I.CLIP_FRACTION),
+        ("train/train_rollout_logprob_abs_diff", _I.PROB_MISMATCH),
+        ("train/grad_norm", _I.GRAD_NORM),
+        ("train/pg_loss", _I.LOSS),
+        ("perf/step_time", _I.STEP_TIME),
+    ),
+    "prime_rl": (
+        ("entropy/all/mean", _I.ENTROPY),
+        ("train/agg/effective/*/reward/mean", _I.TRAIN_REWARD),
+        ("train/agg/effective/num_output_tokens/mean", _I.RESPONSE_LENGTH),
+        ("train/agg/effective/*/is_truncated/mean", _I.TRUNCATION_RATIO),
+        ("mismatch_kl/all/mean", _I.PROB_MISMATCH),
+        ("optim/grad_norm", _I.GRAD_NORM),
+        ("loss/mean", _I.LOSS),
+        ("eval/*/effective/*/avg@*", _I.HELDOUT_REWARD),
+        ("time/step", _I.STEP_TIME),
+    ),
+    "skyrl": (
+        ("policy/policy_entropy", _I.ENTROPY),
+        ("reward/avg_raw_reward", _I.TRAIN_REWARD),
+        ("reward/mean", _I.TRAIN_REWARD),
+        ("generate/avg_num_tokens", _I.RESPONSE_LENGTH),
+        ("reward/num_zero_variance_filtered", _I.ZERO_VARIANCE_GROUPS),
+        ("policy/policy_kl", _I.KL),
+        ("loss/avg_kl", _I.KL),
+        ("policy/loss_metrics/clip_ratio", _I.CLIP_FRACTION),
+        ("policy/rollout_train_logprobs_abs_diff_mean", _I.PROB_MISMATCH),
+        ("policy/grad_norm", _I.GRAD_NORM),
+        ("policy/policy_loss", _I.LOSS),
+        ("eval/all/avg_score", _I.HELDOUT_REWARD),
+    ),
+    "areal": (
+        ("*update/entropy/avg", _I.ENTROPY),
+        ("*/task_reward/avg", _I.TRAIN_REWARD),
+        ("*/seq_len/avg", _I.RESPONSE_LENGTH),
+        ("*/no_eos_ratios/avg", _I.TRUNCATION_RATIO),
+        ("*update/approx_kl/avg", _I.KL),
+        ("*update/clip_ratio/avg", _I.CLIP_FRACTION),
+        ("*update/behave_approx_kl/avg", _I.PROB_MISMATCH),
+        ("*update/grad_norm", _I.GRAD_NORM),
+        ("*update/actor_loss/avg", _I.LOSS),
+    ),
+    "roll": (
+        ("critic/entropy/mean", _I.ENTROPY),
+        ("critic/score/mean", _I.TRAIN_REWARD),
+        ("critic/rewards/mean", _I.TRAIN_REWARD),
+        ("tokens/response_length/mean", _I.RESPONSE_LENGTH),
+        ("actor/max_len_mask_ratio", _I.TRUNCATION_RATIO),
+        ("actor/kl_loss", _I.KL),
+        ("actor/ppo_ratio_clipfrac", _I.CLIP_FRACTION),
+        ("actor_train/grad_norm", _I.GRAD_NORM),
+        ("actor/pg_loss", _I.LOSS),
+        ("val/score/mean", _I.HELDOUT_REWARD),
+        ("time/step_total", _I.STEP_TIME),
+    ),
+    # ms-swift's GRPO logs TRL's names, and a few of its own
+    "ms_swift": (
+        ("entropy/mean", _I.ENTROPY),
+        ("rollout_correction/*kl*", _I.PROB_MISMATCH),
     ),
     "streamwatch": (
         ("token_prob", _I.TOKEN_PROB),
@@ -103,7 +220,20 @@ PRESETS: dict[str, tuple[tuple[str, Indicator], ...]] = {
 
 
 class IndicatorMap:
-    """Resolve metric names to indicators; results are cached (the hot path is a dict hit)."""
+    """Resolve metric names to indicators, each with its rank; results are cached (the hot
+    path is a dict hit).
+
+    A metric's rank says how strongly it claims its indicator: user aliases before presets;
+    within each, every exact name before any glob; then the order of the rules (presets in
+    the configured order). When several metrics of one run resolve to the same indicator,
+    the lowest rank feeds it, whichever metric arrives first.
+
+    >>> m = IndicatorMap()
+    >>> print(m.resolve("eval_reward"), m.resolve("eval_frac_reward_zero_std"))
+    heldout_reward heldout_reward
+    >>> m.rank("eval_reward") < m.rank("eval_frac_reward_zero_std")
+    True
+    """
 
     def __init__(
         self,
@@ -113,40 +243,58 @@ class IndicatorMap:
         unknown = [p for p in presets if p not in PRESETS]
         if unknown:
             raise ValueError(f"unknown indicator preset(s) {unknown}; known: {sorted(PRESETS)}")
-        rules: list[tuple[str, Indicator]] = []
+        user: list[tuple[str, Indicator]] = []
         for pattern, name in (aliases or {}).items():
             try:
-                rules.append((pattern, Indicator(name)))
+                user.append((pattern, Indicator(name)))
             except ValueError as exc:
                 known = ", ".join(i.value for i in Indicator)
                 raise ValueError(
                     f"alias {pattern!r} -> {name!r}: no such indicator (known: {known})"
                 ) from exc
-        for preset in presets:
-            rules.extend(PRESETS[preset])
-        self._exact = {}
-        self._globs = []
-        for pattern, ind in rules:
-            if any(c in pattern for c in "*?["):
-                self._globs.append((pattern, ind))
-            else:
-                self._exact.setdefault(pattern, ind)
-        self._cache: dict[str, Indicator | None] = {}
+        preset_rules = [rule for preset in presets for rule in PRESETS[preset]]
+        self._exact: dict[str, tuple[Indicator, int]] = {}
+        self._globs: list[tuple[str, Indicator, int]] = []
+        rank = 0
+        for rules in (user, preset_rules):
+            for exact in (True, False):
+                for pattern, ind in rules:
+                    if is_glob(pattern) == exact:
+                        continue
+                    if exact:
+                        self._exact.setdefault(pattern, (ind, rank))
+                    else:
+                        self._globs.append((pattern, ind, rank))
+                    rank += 1
+        #: the rank of a metric that matches no rule
+        self.unranked = rank
+        self._cache: dict[str, tuple[Indicator | None, int]] = {}
 
-    _exact: dict[str, Indicator]
-    _globs: list[tuple[str, Indicator]]
-
-    def resolve(self, metric: str) -> Indicator | None:
+    def lookup(self, metric: str) -> tuple[Indicator | None, int]:
+        """The metric's indicator (None: no rule matches) and its rank (lower claims first)."""
         try:
             return self._cache[metric]
         except KeyError:
             pass
-        found = self._exact.get(metric)
+        found: tuple[Indicator | None, int] | None = self._exact.get(metric)
         if found is None:
-            for pattern, ind in self._globs:
-                if fnmatch.fnmatchcase(metric, pattern):
-                    found = ind
-                    break
-        if len(self._cache) < 100_000:
+            found = next(
+                ((ind, rank) for pattern, ind, rank in self._globs if fnmatchcase(metric, pattern)),
+                (None, self.unranked),
+            )
+        if len(self._cache) < _MAX_CACHED:
             self._cache[metric] = found
         return found
+
+    def resolve(self, metric: str) -> Indicator | None:
+        """The metric's indicator, or None when no rule matches it."""
+        return self.lookup(metric)[0]
+
+    def rank(self, metric: str) -> int:
+        """The metric's rank (:attr:`unranked` when no rule matches it)."""
+        return self.lookup(metric)[1]
+
+
+def is_glob(pattern: str) -> bool:
+    """Whether a rule is a shell-style glob rather than an exact metric name."""
+    return any(c in pattern for c in "*?[")

@@ -92,7 +92,7 @@ class Monitor:
         for name, x in items:
             s = series.get(name)
             if s is None:
-                s = self._new_series(run, name, step, origin)
+                s = self._new_series(run, name, metrics, step, origin)
                 if s is None:
                     continue
             if src == s.solo and step > s.pending_step and x - x == 0.0:
@@ -124,12 +124,23 @@ class Monitor:
             return self._drain((run,))
         return []
 
-    def _new_series(self, run: RunState, name: str, step: int, origin: str) -> Series | None:
-        if len(run.series) >= self.engine.max_series_per_run:
+    def _new_series(
+        self, run: RunState, name: str, metrics: Mapping[str, float], step: int, origin: str
+    ) -> Series | None:
+        """The series of an event's new metrics, best-ranked first (a metric claims its
+        indicator by rank, whatever its place in the event), up to ``max_series_per_run``;
+        the series of ``name``, or None when the run has no room for it."""
+        known = run.series
+        lookup = self.indicators.lookup
+        room = self.engine.max_series_per_run - len(known)
+        new = [m for m in islice(metrics, self.engine.max_metrics_per_event) if m not in known]
+        for rank, metric in sorted((lookup(m)[1], m) for m in new)[: max(room, 0)]:
+            run.new_series(metric, lookup(metric)[0], rank)
+        s = known.get(name)
+        if s is None:
             run.refuse(name, step, origin)
             self.stats.set_aside += 1
-            return None
-        return run.new_series(name, self.indicators.resolve(name))
+        return s
 
     def _too_many(
         self, run: RunState, step: int, metrics: Mapping[str, float], origin: str

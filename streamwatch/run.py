@@ -143,6 +143,7 @@ class RunState:
     book: IncidentBook = field(init=False)
     series: dict[str, Series] = field(default_factory=dict)
     bound: dict[Indicator, str] = field(default_factory=dict)
+    bound_rank: dict[Indicator, int] = field(default_factory=dict)  # the rank of each bound
     hacking: HackingCheck = field(init=False)
     stall: StallCheck = field(init=False)
     out: list[Incident] = field(default_factory=list)
@@ -162,9 +163,18 @@ class RunState:
         self.disabled = frozenset(self.cfg.disabled_kinds)
 
     # -- series -------------------------------------------------------------------------
-    def new_series(self, metric: str, indicator: Indicator | None) -> Series:
+    def new_series(self, metric: str, indicator: Indicator | None, rank: int = 0) -> Series:
+        """The series of a new metric. An indicator is fed by the best-ranked metric of the
+        run (:meth:`IndicatorMap.lookup`); a metric that ranks after the one bound gets generic
+        checks, and one that ranks before takes the indicator over from it."""
         if indicator is not None:
-            owner = self.bound.setdefault(indicator, metric)
+            owner = self.bound.get(indicator)
+            if owner is not None and owner != metric and rank < self.bound_rank[indicator]:
+                self._unbind(indicator, owner)
+                owner = None
+            if owner is None:
+                self.bound[indicator] = owner = metric
+                self.bound_rank[indicator] = rank
             if owner != metric:
                 indicator = None  # a second metric for the same indicator: generic checks
             elif indicator is Indicator.LOSS:
@@ -186,6 +196,15 @@ class RunState:
         series = Series(metric, name, indicator, checks, drift, straggler)
         self.series[metric] = series
         return series
+
+    def _unbind(self, indicator: Indicator, owner: str) -> None:
+        """A better-ranked metric claims ``indicator``: the one that fed it goes on generic."""
+        del self.bound[indicator]
+        del self.bound_rank[indicator]
+        if indicator is Indicator.LOSS:
+            self.loss_metric = None
+        if self.series.pop(owner, None) is not None:
+            self.new_series(owner, None)
 
     def refuse(self, metric: str, step: int, origin: str) -> None:
         """A metric beyond the run's bound: its value is set aside, once reported."""

@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from streamwatch.config import Config
 from streamwatch.events import Event
-from streamwatch.indicators import PRESETS, Indicator, IndicatorMap
+from streamwatch.indicators import Indicator, IndicatorMap
 from streamwatch.sources import read_events
 
 __all__ = [
@@ -96,18 +96,8 @@ class RunData:
 
 
 def make_ranker(config: Config) -> Callable[[str], int]:
-    """The position of the first indicator rule (aliases, then presets) matching a metric."""
-    rules: list[str] = list(config.indicators.aliases)
-    for preset in config.indicators.presets:
-        rules.extend(pattern for pattern, _ in PRESETS[preset])
-
-    def rank(metric: str) -> int:
-        for i, pattern in enumerate(rules):
-            if fnmatch.fnmatchcase(metric, pattern):
-                return i
-        return len(rules)
-
-    return rank
+    """A metric's rank for its indicator, as the engine binds it (:meth:`IndicatorMap.rank`)."""
+    return IndicatorMap(config.indicators.presets, config.indicators.aliases).rank
 
 
 class MetricFilter:
