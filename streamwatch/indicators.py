@@ -229,9 +229,9 @@ class IndicatorMap:
     the lowest rank feeds it, whichever metric arrives first.
 
     >>> m = IndicatorMap()
-    >>> print(m.resolve("eval_reward"), m.resolve("eval_frac_reward_zero_std"))
+    >>> print(m.resolve("eval_reward"), m.resolve("eval_rewards/accuracy/mean"))
     heldout_reward heldout_reward
-    >>> m.rank("eval_reward") < m.rank("eval_frac_reward_zero_std")
+    >>> m.rank("eval_reward") < m.rank("eval_rewards/accuracy/mean")
     True
     """
 
