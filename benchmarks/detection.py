@@ -10,15 +10,15 @@ import argparse
 import platform
 import time
 
-from streamwatch.incidents import KINDS
 from streamwatch.scoring import score_healthy, score_kind
+from streamwatch.simulate import FAULT_KINDS
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--seeds", type=int, default=30)
     p.add_argument("--strength", type=float, default=1.0)
-    p.add_argument("--kinds", default=",".join(KINDS))
+    p.add_argument("--kinds", default=",".join(FAULT_KINDS))
     p.add_argument("--first-seed", type=int, default=0)
     args = p.parse_args()
     seeds = range(args.first_seed, args.first_seed + args.seeds)

@@ -119,6 +119,18 @@ class DriftSettings(_Section):
     )
 
 
+class SignalSettings(_Section):
+    zero_variance_all: float = Field(
+        0.99, gt=0, le=1, description="zero-variance groups fraction that means every group"
+    )
+    zero_variance_warning: float = Field(
+        0.9, gt=0, le=1, description="...that means most of the batch teaches nothing"
+    )
+    persist: int = Field(3, ge=1, description="steps in a row for the conditions that need it")
+    zero_grad_persist: int = Field(2, ge=1, description="steps in a row of a gradient of 0")
+    critical_steps: int = Field(10, ge=1, description="steps in a row before it is critical")
+
+
 class StallSettings(_Section):
     factor: float = Field(5.0, gt=1, description="stalled after this many cadences of silence")
     min_seconds: float = Field(60.0, ge=0, description="...and at least this long")
@@ -140,6 +152,7 @@ class EngineConfig(_Section):
     spike: SpikeSettings = SpikeSettings()
     hacking: HackingSettings = HackingSettings()
     drift: DriftSettings = DriftSettings()
+    signal: SignalSettings = SignalSettings()
     stall: StallSettings = StallSettings()
     straggler: StragglerSettings = StragglerSettings()
     disabled_kinds: tuple[str, ...] = ()

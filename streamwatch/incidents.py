@@ -68,6 +68,8 @@ class Kind(StrEnum):
     RUN_STALLED = "run_stalled"
     RANK_STRAGGLER = "rank_straggler"
     METRIC_DRIFT = "metric_drift"
+    NO_LEARNING_SIGNAL = "no_learning_signal"
+    POLICY_MISMATCH = "policy_mismatch"
 
 
 KINDS: tuple[str, ...] = tuple(k.value for k in Kind)

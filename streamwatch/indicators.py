@@ -45,6 +45,9 @@ class Indicator(StrEnum):
     CLIP_FRACTION = "clip_fraction"
     #: how far the rollout engine's token probabilities are from the trainer's
     PROB_MISMATCH = "prob_mismatch"
+    #: the highest and the lowest reward of a step's completions
+    REWARD_MAX = "reward_max"
+    REWARD_MIN = "reward_min"
 
 
 _I = Indicator
@@ -85,6 +88,8 @@ PRESETS: dict[str, tuple[tuple[str, Indicator], ...]] = {
         ("actor/entropy_loss", _I.ENTROPY),
         ("critic/score/mean", _I.TRAIN_REWARD),
         ("critic/rewards/mean", _I.TRAIN_REWARD),
+        ("critic/score/max", _I.REWARD_MAX),
+        ("critic/score/min", _I.REWARD_MIN),
         ("response_length/mean", _I.RESPONSE_LENGTH),
         ("response_length/clip_ratio", _I.TRUNCATION_RATIO),
         ("actor/kl_loss", _I.KL),

@@ -99,7 +99,7 @@ class Monitor:
                 # the hot path: one source, a finite value of a new step
                 s.pending_step = step
                 col = s.drift
-                if col is not None:
+                if col is not None and not s.special:
                     generic.append((col, x))  # screened together, after the loop
                 else:
                     run.judge(s, step, x)

@@ -18,6 +18,7 @@ from streamwatch.checks import (
     EntropyCheck,
     HackingCheck,
     LengthCheck,
+    NoSignalCheck,
     RewardCheck,
     SpikeCheck,
     StallCheck,
@@ -42,6 +43,14 @@ _CORE = {
 }
 _PER_SOURCE = {Indicator.STEP_TIME: True, Indicator.THROUGHPUT: False}
 _FEEDS_HACKING = {Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD}
+#: the indicators the no-learning-signal check reads, by its names for them
+_SIGNAL_OF = {
+    Indicator.ZERO_VARIANCE_GROUPS: "zero_variance",
+    Indicator.REWARD_STD: "reward_std",
+    Indicator.REWARD_MAX: "reward_max",
+    Indicator.REWARD_MIN: "reward_min",
+    Indicator.GRAD_NORM: "grad_norm",
+}
 _DRIFT_KINDS = DriftColumn.kinds
 #: the run's one non-finite incident: its kind and indicator
 _NAN = (Kind.NONFINITE_METRIC, "metrics")
@@ -100,6 +109,7 @@ class Series:
         "pending_sum",
         "pending_values",
         "per_source",
+        "signal",
         "solo",
         "special",
         "straggler",
@@ -122,8 +132,9 @@ class Series:
         self.straggler = straggler
         self.feeds_hacking = indicator in _FEEDS_HACKING  # its values go to the hacking check
         self.per_source = straggler is not None  # each source's value kept for the straggler
-        # judged beyond its checks: the hacking check's inputs, the straggler check
-        self.special = self.feeds_hacking or straggler is not None
+        self.signal = _SIGNAL_OF.get(indicator) if indicator else None  # no-signal check's
+        # judged beyond its checks: the run-level checks' inputs, the straggler check
+        self.special = self.feeds_hacking or straggler is not None or self.signal is not None
         self.last_step: dict[str, int] = {}
         self.pending_step = -1
         self.pending_sum = 0.0
@@ -145,6 +156,7 @@ class RunState:
     bound: dict[Indicator, str] = field(default_factory=dict)
     bound_rank: dict[Indicator, int] = field(default_factory=dict)  # the rank of each bound
     hacking: HackingCheck = field(init=False)
+    signal: NoSignalCheck = field(init=False)
     stall: StallCheck = field(init=False)
     out: list[Incident] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -159,6 +171,7 @@ class RunState:
     def __post_init__(self) -> None:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
         self.hacking = HackingCheck(self.cfg.hacking)
+        self.signal = NoSignalCheck(self.cfg.signal)
         self.stall = StallCheck(self.cfg.stall)
         self.disabled = frozenset(self.cfg.disabled_kinds)
 
@@ -333,6 +346,9 @@ class RunState:
         elif ind is Indicator.HELDOUT_REWARD:
             found = self.hacking.heldout(step, s.metric, x)
             self._report(self.hacking.kinds, "heldout_reward", step, found)
+        if s.signal is not None:
+            found = self.signal.observe(s.signal, s.metric, step, x)
+            self._report(self.signal.kinds, "learning_signal", step, found)
         if s.straggler is not None:
             values, s.pending_values = s.pending_values, []
             found = s.straggler.update(step, values)

@@ -11,8 +11,9 @@ from functools import cache
 
 import pytest
 
-from streamwatch.incidents import KINDS, Kind
+from streamwatch.incidents import Kind
 from streamwatch.scoring import KindScore, score_healthy, score_kind
+from streamwatch.simulate import FAULT_KINDS
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +23,7 @@ MIN_CLEAN_FRACTION = 0.97
 
 #: Median delay allowed, in the kind's unit: steps, except held-out evaluations for
 #: reward_hacking and cadences of silence for run_stalled.
-MAX_MEDIAN_DELAY: dict[str, float] = {kind: 15.0 for kind in KINDS}
+MAX_MEDIAN_DELAY: dict[str, float] = {kind: 15.0 for kind in FAULT_KINDS}
 MAX_MEDIAN_DELAY[Kind.NONFINITE_METRIC] = 0.0
 MAX_MEDIAN_DELAY[Kind.REWARD_HACKING] = 3.0
 MAX_MEDIAN_DELAY[Kind.RUN_STALLED] = 15.0
@@ -38,7 +39,7 @@ def scored_healthy() -> KindScore:
     return score_healthy(SEEDS)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", FAULT_KINDS)
 def test_detected_in_every_run(kind: str) -> None:
     score = scored(kind)
     assert score.runs == len(SEEDS)
@@ -47,7 +48,7 @@ def test_detected_in_every_run(kind: str) -> None:
     )
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", FAULT_KINDS)
 def test_median_delay(kind: str) -> None:
     score = scored(kind)
     limit = MAX_MEDIAN_DELAY[kind]
@@ -57,7 +58,7 @@ def test_median_delay(kind: str) -> None:
     )
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", FAULT_KINDS)
 def test_no_false_alarm_before_onset(kind: str) -> None:
     score = scored(kind)
     assert score.clean_fraction >= MIN_CLEAN_FRACTION, (

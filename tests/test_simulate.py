@@ -267,10 +267,14 @@ def test_fault_mechanics(kind: str) -> None:
     assert CHECKS[kind](sick, well)
 
 
-def test_every_kind_is_injectable() -> None:
-    assert set(FAULT_KINDS) == set(KINDS)
-    assert set(TARGETS) == set(KINDS)
-    assert set(CHECKS) | {"run_stalled"} == set(KINDS)
+#: incident kinds the simulator cannot inject yet (field cases test them: tests/data/field)
+NOT_SIMULATED = {"no_learning_signal", "policy_mismatch"}
+
+
+def test_every_kind_but_the_newest_is_injectable() -> None:
+    assert set(FAULT_KINDS) == set(KINDS) - NOT_SIMULATED
+    assert set(TARGETS) == set(FAULT_KINDS)
+    assert set(CHECKS) | {"run_stalled"} == set(FAULT_KINDS)
 
 
 @pytest.mark.parametrize(

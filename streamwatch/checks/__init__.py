@@ -7,6 +7,7 @@ from streamwatch.checks.hacking import HackingCheck
 from streamwatch.checks.length import LengthCheck, TruncationCheck
 from streamwatch.checks.remedies import REMEDIES
 from streamwatch.checks.reward import RewardCheck
+from streamwatch.checks.signal import NoSignalCheck
 from streamwatch.checks.spike import SpikeCheck
 from streamwatch.checks.stall import StallCheck
 from streamwatch.checks.straggler import StragglerCheck
@@ -18,6 +19,7 @@ __all__ = [
     "EntropyCheck",
     "HackingCheck",
     "LengthCheck",
+    "NoSignalCheck",
     "RewardCheck",
     "SpikeCheck",
     "StallCheck",

@@ -68,4 +68,15 @@ REMEDIES: dict[str, list[str]] = {
     "metric_drift": [
         "compare with the run's configuration and code changes at that step",
     ],
+    "no_learning_signal": [
+        "check the reward function on a few completions by hand (does it ever differ?)",
+        "use dynamic sampling: drop groups whose completions all got the same reward",
+        "raise the number of completions per prompt, or the sampling temperature",
+        "check that gradients flow: the loss is not detached, the optimiser sees the params",
+    ],
+    "policy_mismatch": [
+        "check that the rollout engine and the trainer use the same weights and dtype",
+        "use truncated importance sampling (TIS) or masked importance sampling",
+        "check the rollout engine's settings (sampling, precision, kernels) after an upgrade",
+    ],
 }

@@ -21,8 +21,8 @@ __all__ = [
     "stream_rng",
 ]
 
-#: Every failure kind the simulator can inject (all incident kinds).
-FAULT_KINDS: tuple[str, ...] = KINDS
+#: Every failure kind the simulator can inject (the incident kinds up to metric_drift).
+FAULT_KINDS: tuple[str, ...] = KINDS[: KINDS.index("metric_drift") + 1]
 
 #: Metric naming schemes the simulator can emit.
 FRAMEWORKS: tuple[str, ...] = ("verl", "trl")

@@ -1,0 +1,136 @@
+"""No learning signal: the step's completions give GRPO nothing to learn from.
+
+GRPO learns from the differences between the rewards of a prompt's completions. When every
+completion of every group gets the same reward, every advantage is 0 and so is the policy
+gradient (huggingface/trl#3857: ``frac_reward_zero_std`` 1, ``reward_std`` 0, ``loss`` 0,
+``grad_norm`` 0). The check needs no warm-up, so a run broken from its first step is caught
+at that step. A step carries no signal when
+
+- every completion got the same reward: the batch's highest and lowest score are equal
+  (verl's ``critic/score/max`` and ``/min``), which says it at once; or
+- every group got the same reward for all its completions (the zero-variance fraction is
+  ``zero_variance_all`` or more, or the reward's std is 0): at once with a gradient of
+  exactly 0 at the same step, otherwise after ``persist`` such steps in a row (a small batch
+  can be all alike by chance: one prompt, a few completions);
+- or the gradient is exactly 0 for ``zero_grad_persist`` steps in a row.
+
+A zero-variance fraction of ``zero_variance_warning`` or more for ``persist`` steps in a row
+is a warning too: most of the batch teaches nothing. Any of these for ``critical_steps``
+steps in a row is critical. Values arrive one metric at a time; the check keeps the
+latest of each for the step and judges the step on every value.
+
+>>> from streamwatch.config import SignalSettings
+>>> check = NoSignalCheck(SignalSettings())
+>>> check.observe("zero_variance", "frac_reward_zero_std", 1, 1.0)
+[]
+>>> [found] = check.observe("grad_norm", "grad_norm", 1, 0.0)
+>>> found.severity.value, found.step
+('warning', 1)
+>>> print(found.message)  # doctest: +NORMALIZE_WHITESPACE
+no learning signal at step 1: every group got the same reward for all its completions
+(zero-variance groups 1) and the gradient is exactly 0
+"""
+
+from __future__ import annotations
+
+from streamwatch.config import SignalSettings
+from streamwatch.incidents import Finding, Kind, Severity
+
+__all__ = ["SIGNALS", "NoSignalCheck"]
+
+#: what the check reads, by the name the run state passes
+SIGNALS = ("zero_variance", "reward_std", "reward_max", "reward_min", "grad_norm")
+_ZERO = 1e-12
+_ORDER = ("all_alike", "groups_alike", "mostly_alike", "zero_grad")
+_FED_BY = {
+    "all_alike": "reward_max",
+    "groups_alike": "zero_variance",
+    "mostly_alike": "zero_variance",
+    "zero_grad": "grad_norm",
+}
+
+
+class NoSignalCheck:
+    kinds: tuple[Kind, ...] = (Kind.NO_LEARNING_SIGNAL,)
+
+    def __init__(self, settings: SignalSettings) -> None:
+        self.s = settings
+        self.step = -1
+        self.values: dict[str, float] = {}  # this step's
+        self.streaks: dict[str, int] = {}  # steps in a row each condition held, before this one
+        self.held: dict[str, int] = {}  # this step's conditions, with their streak
+        self.metrics: dict[str, str] = {}  # signal -> the metric that feeds it
+
+    def observe(self, signal: str, metric: str, step: int, x: float) -> list[Finding]:
+        """One value of one signal at ``step``: what the step looks like now."""
+        if step != self.step:
+            if step < self.step:
+                return []
+            self._next_step(step)
+        self.values[signal] = x
+        self.metrics[signal] = metric
+        return self._judge(step)
+
+    def _next_step(self, step: int) -> None:
+        self.streaks = dict(self.held)
+        self.step = step
+        self.values = {}
+        self.held = {}
+
+    def _conditions(self) -> dict[str, str]:
+        """The conditions that hold at this step, each with its description."""
+        v = self.values
+        s = self.s
+        out: dict[str, str] = {}
+        high, low = v.get("reward_max"), v.get("reward_min")
+        if high is not None and low is not None and high - low <= _ZERO:
+            out["all_alike"] = f"every completion got the same reward ({low:.4g})"
+        frac = v.get("zero_variance")
+        if frac is not None and 0.0 <= frac <= 1.0:  # a fraction, not a count
+            if frac >= s.zero_variance_all:
+                out["groups_alike"] = (
+                    f"every group got the same reward for all its completions "
+                    f"(zero-variance groups {frac:.3g})"
+                )
+            elif frac >= s.zero_variance_warning:
+                out["mostly_alike"] = f"{frac:.0%} of the groups got one reward for all"
+        std = v.get("reward_std")
+        if std is not None and abs(std) <= _ZERO and "groups_alike" not in out:
+            out["groups_alike"] = "the reward's std is 0"
+        if v.get("grad_norm") == 0.0:
+            out["zero_grad"] = "the gradient is exactly 0"
+        return out
+
+    def _judge(self, step: int) -> list[Finding]:
+        held = self._conditions()
+        self.held = {c: self.streaks.get(c, 0) + 1 for c in held}
+        s = self.s
+        runs = self.held
+        alike = "all_alike" in held or ("groups_alike" in held and "zero_grad" in held)
+        signs = [
+            alike,
+            runs.get("groups_alike", 0) >= s.persist,
+            runs.get("zero_grad", 0) >= s.zero_grad_persist,
+            runs.get("mostly_alike", 0) >= s.persist,
+        ]
+        if not any(signs):
+            return []
+        longest = max(runs.values())
+        severity = Severity.CRITICAL if longest >= s.critical_steps else Severity.WARNING
+        why = " and ".join(held[c] for c in _ORDER if c in held)
+        evidence: dict[str, object] = {k: self.values[k] for k in SIGNALS if k in self.values}
+        evidence["steps"] = longest
+        first = next(c for c in _ORDER if c in held)
+        return [
+            Finding(
+                Kind.NO_LEARNING_SIGNAL,
+                "learning_signal",
+                self.metrics.get(_FED_BY[first]) or self.metrics.get("reward_std", ""),
+                severity,
+                step,
+                f"no learning signal at step {step}: {why}"
+                + (f", for {longest} steps" if longest > 1 else ""),
+                evidence,
+                onset_step=self.step - longest + 1,
+            )
+        ]
