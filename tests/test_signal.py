@@ -14,7 +14,7 @@ from streamwatch.monitor import Monitor
 
 def feed(rows: list[dict[str, float]]) -> list[tuple[int, Finding]]:
     check = NoSignalCheck(SignalSettings())
-    out = []
+    out: list[tuple[int, Finding]] = []
     for step, row in enumerate(rows, start=1):
         for signal, x in row.items():
             out.extend((step, f) for f in check.observe(signal, signal, step, x))
