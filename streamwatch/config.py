@@ -82,6 +82,12 @@ class LengthSettings(_Section):
     truncation_warning: float = Field(0.3, gt=0, lt=1, description="smoothed clip ratio")
     truncation_critical: float = Field(0.7, gt=0, le=1)
     truncation_rise: float = Field(0.15, gt=0, description="...and this far above its baseline")
+    truncation_absolute_warning: float = Field(
+        0.5, gt=0, le=1, description="smoothed clip ratio that is a warning from the first step"
+    )
+    truncation_absolute_critical: float = Field(
+        0.9, gt=0, le=1, description="...critical from the first step"
+    )
 
 
 class SpikeSettings(_Section):
@@ -89,6 +95,10 @@ class SpikeSettings(_Section):
     robust_z: float = Field(8.0, gt=0, description="distance from the median in robust sds")
     factor: float = Field(3.0, gt=1, description="and at least this multiple of |median|")
     persist: int = Field(4, ge=2, description="consecutive spiking steps (one blip is not one)")
+    grad_norm_ceiling: float = Field(
+        1e4, gt=0, description="a grad norm this large is broken from the first step"
+    )
+    kl_ceiling: float = Field(10.0, gt=0, description="a KL estimate this large (|value|), too")
 
 
 class HackingSettings(_Section):

@@ -72,7 +72,11 @@ def make_checks(
         return [LengthCheck(name, metric, cfg.length)]
     if indicator is i.TRUNCATION_RATIO:
         return [TruncationCheck(name, metric, cfg.length)]
-    if indicator in (i.LOSS, i.GRAD_NORM, i.KL):
+    if indicator is i.GRAD_NORM:
+        return [SpikeCheck(name, metric, cfg.spike, cfg.spike.grad_norm_ceiling)]
+    if indicator is i.KL:
+        return [SpikeCheck(name, metric, cfg.spike, cfg.spike.kl_ceiling)]
+    if indicator is i.LOSS:
         return [SpikeCheck(name, metric, cfg.spike)]
     return []
 

@@ -129,21 +129,37 @@ class TruncationCheck:
 
     def update(self, step: int, x: float) -> list[Finding]:
         smooth = self._smooth.update(x)
-        if len(self._warm) < self.s.warmup:
+        s = self.s
+        warming = len(self._warm) < s.warmup
+        if warming:
             self._warm.append(x)
-            if len(self._warm) == self.s.warmup:
+            if len(self._warm) == s.warmup:
                 self.baseline = median(self._warm)
+        if smooth >= s.truncation_absolute_warning:  # no warm-up: broken from the first step
+            held = self._high.update(True)
+            relative = not warming and held and smooth >= s.truncation_critical
+            critical = smooth >= s.truncation_absolute_critical or relative
+            return self._found(step, x, smooth, Severity.CRITICAL if critical else Severity.WARNING)
+        if warming:
             return []
         rise = smooth - self.baseline
-        if smooth >= self.s.truncation_critical:
+        if smooth >= s.truncation_critical:
             severity = Severity.CRITICAL
-        elif smooth >= self.s.truncation_warning and rise >= self.s.truncation_rise:
+        elif smooth >= s.truncation_warning and rise >= s.truncation_rise:
             severity = Severity.WARNING
         else:
             self._high.update(False)
             return []
         if not self._high.update(True):
             return []
+        return self._found(step, x, smooth, severity)
+
+    def _found(self, step: int, x: float, smooth: float, severity: Severity) -> list[Finding]:
+        evidence = {"value": x, "smoothed": smooth}
+        baseline = "from the start"
+        if self.baseline == self.baseline:  # known once warmed up
+            evidence.update(baseline=self.baseline, rise=smooth - self.baseline)
+            baseline = f"baseline {self.baseline:.1%}"
         return [
             Finding(
                 Kind.TRUNCATION_SATURATION,
@@ -151,8 +167,8 @@ class TruncationCheck:
                 self.metric,
                 severity,
                 step,
-                f"completions truncated: {self.metric} is {smooth:.0%} "
-                f"(baseline {self.baseline:.1%}); reward variance will vanish",
-                {"value": x, "smoothed": smooth, "baseline": self.baseline, "rise": rise},
+                f"completions truncated: {self.metric} is {smooth:.0%} ({baseline}); reward "
+                "variance will vanish",
+                evidence,
             )
         ]

@@ -1,8 +1,11 @@
-"""Loss / grad-norm / KL spikes that persist.
+"""Loss / grad-norm / KL spikes that persist, and magnitudes no healthy run reaches.
 
 A value far from the recent median (in robust sds, and a multiple of the median's size) for
 ``persist`` steps in a row. Single-step spikes, common in healthy runs (grad norm 60x for one
-step), do not count: the median and MAD of the window ignore them.
+step), do not count: the median and MAD of the window ignore them. A grad norm or KL
+beyond its ceiling (``grad_norm_ceiling``, ``kl_ceiling``: far above the largest value of
+healthy real and simulated runs) is a finding at once, from the first step: a run whose grad
+norm is 3e9 from step 1 never jumps, so no comparison with its past would see it.
 """
 
 from __future__ import annotations
@@ -17,16 +20,24 @@ from streamwatch.incidents import Finding, Kind, Severity
 class SpikeCheck:
     kinds: tuple[Kind, ...] = (Kind.METRIC_SPIKE,)
 
-    def __init__(self, indicator: str, metric: str, settings: SpikeSettings) -> None:
+    def __init__(
+        self, indicator: str, metric: str, settings: SpikeSettings, ceiling: float | None = None
+    ) -> None:
         self.indicator = indicator
         self.metric = metric
         self.s = settings
+        self.ceiling = ceiling
         self._window = Window(settings.window)
         self._spiking = Persistence(settings.persist)
         self.first_step = -1
 
     def update(self, step: int, x: float) -> list[Finding]:
         w = self._window
+        ceiling = self.ceiling
+        if ceiling is not None and abs(x) >= ceiling:
+            w.update(x)
+            self._spiking.update(False)  # judged by its size: not the start of a spike
+            return [self._beyond(step, x, ceiling)]
         if not w.full:
             w.update(x)
             return []
@@ -65,3 +76,17 @@ class SpikeCheck:
                 onset_step=self.first_step,
             )
         ]
+
+    def _beyond(self, step: int, x: float, ceiling: float) -> Finding:
+        """A value no healthy run reaches, whatever came before (no warm-up)."""
+        severity = Severity.CRITICAL if abs(x) >= 100 * ceiling else Severity.WARNING
+        return Finding(
+            Kind.METRIC_SPIKE,
+            self.indicator,
+            self.metric,
+            severity,
+            step,
+            f"{self.metric} is {x:.4g}, beyond any healthy run's (ceiling {ceiling:.4g})",
+            {"value": x, "ceiling": ceiling, "times_ceiling": abs(x) / ceiling},
+            onset_step=step,
+        )
