@@ -10,6 +10,7 @@ counted from the onset); plus healthy runs.
 from __future__ import annotations
 
 import argparse
+import math
 import platform
 import time
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ def _header(title: str) -> None:
 def _table(kinds: Sequence[str], seeds: Sequence[int], strength: float, gradual: bool) -> None:
     low, high = RAMP_RANGE
     _header(f"gradual faults (ramp {low}-{high} steps)" if gradual else "fast faults")
+    shares: list[str] = []
     for kind in kinds:
         if gradual and kind not in GRADUAL_KINDS:
             print(f"{kind:<24}  no gradual form (see the fast table)")
@@ -45,6 +47,10 @@ def _table(kinds: Sequence[str], seeds: Sequence[int], strength: float, gradual:
             print(f"    false alarm {fa}")
         if s.missed_seeds:
             print(f"    missed seeds {s.missed_seeds[:10]}")
+        if not math.isnan(s.median_delay_share):
+            shares.append(f"{kind} {s.median_delay_share:.0%}")
+    if shares:
+        print(f"# median delay / ramp: {', '.join(shares)}")
 
 
 def main() -> None:

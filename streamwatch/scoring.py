@@ -40,12 +40,20 @@ class KindScore:
     detected: int = 0
     false_alarm_runs: int = 0
     delays: list[float] = field(default_factory=list)
+    ramps: list[int] = field(default_factory=list)  # gradual: each detected run's ramp, in steps
     missed_seeds: list[int] = field(default_factory=list)
     false_alarms: list[str] = field(default_factory=list)
 
     @property
     def median_delay(self) -> float:
         return median(self.delays) if self.delays else math.nan
+
+    @property
+    def median_delay_share(self) -> float:
+        """Gradual faults: the median of delay / ramp (both in steps; NaN for fast faults)."""
+        if not self.ramps or self.kind in (Kind.RUN_STALLED, Kind.REWARD_HACKING):
+            return math.nan
+        return median(d / r for d, r in zip(self.delays, self.ramps, strict=True))
 
     @property
     def clean_fraction(self) -> float:
@@ -102,6 +110,8 @@ def score_kind(
             continue
         score.detected += 1
         score.delays.append(_delay(kind, hits[0], onset, spec))
+        if (ramp := spec.faults[0].ramp) is not None:
+            score.ramps.append(ramp)
     return score
 
 
