@@ -593,8 +593,18 @@ def test_a_long_run_is_fast() -> None:
     assert elapsed < 10.0
 
 
-@pytest.mark.parametrize("kind", ["entropy_collapse", "length_collapse"])
-def test_a_late_fault_in_a_long_run_computes_cleanly(kind: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "ramp"),
+    [
+        ("entropy_collapse", None),
+        ("length_collapse", None),
+        ("entropy_blowup", 90),
+        ("length_explosion", 90),
+        ("truncation_saturation", 90),
+    ],
+)
+def test_a_late_fault_in_a_long_run_computes_cleanly(kind: str, ramp: int | None) -> None:
     """No overflow warning from the steps long before the onset (warnings are errors)."""
-    events = simulate_run(RunSpec("long", seed=1, steps=20_000, faults=(Fault(kind, 15_000, 3.0),)))
+    fault = Fault(kind, 15_000, 3.0, ramp=ramp)
+    events = simulate_run(RunSpec("long", seed=1, steps=20_000, faults=(fault,)))
     assert sum(1 for _ in events) > 20_000

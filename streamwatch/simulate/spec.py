@@ -54,7 +54,8 @@ class Fault:
     ``ramp`` makes the fault gradual: the same failure reaches its full effect linearly
     over ``ramp`` steps (1/ramp of it at the onset step, all of it from step
     ``step + ramp - 1`` on) instead of within a few steps; None is the fast form. Only the
-    kinds in :data:`GRADUAL_KINDS` have a gradual form.
+    kinds in :data:`GRADUAL_KINDS` have a gradual form. A gradual ``metric_spike`` holds its
+    full size for its episode's length after the ramp.
     """
 
     kind: str
