@@ -38,7 +38,7 @@ def _table(kinds: Sequence[str], seeds: Sequence[int], strength: float, gradual:
             print(f"{kind:<24}  no gradual form (see the fast table)")
             continue
         s = score_kind(kind, seeds, strength=strength, gradual=gradual)
-        delay = f"{s.median_delay:.1f} {_UNIT.get(kind, 'steps')}"
+        delay = f"{s.median_delay:.1f} {_UNIT.get(kind, 'steps')}" if s.delays else "-"
         worst = f"{max(s.delays):.1f}" if s.delays else "-"
         print(
             f"{kind:<24}{s.detected:>5}/{s.runs:<4}{delay:>16}{worst:>11}{s.clean_fraction:>19.0%}"
