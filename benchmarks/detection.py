@@ -1,36 +1,43 @@
 """Detection quality on the simulator: per failure kind, detection rate, median delay and
-false alarms over N seeds with the onset at a random step; plus healthy runs.
+false alarms over N seeds with the onset at a random step, for fast faults and for gradual
+ones (the full effect builds linearly over 50-100 steps drawn from the seed; the delay is
+counted from the onset); plus healthy runs.
 
     python benchmarks/detection.py [--seeds 30] [--strength 1.0] [--kinds a,b]
+                                   [--forms fast,gradual]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import platform
 import time
+from collections.abc import Sequence
 
 from streamwatch.scoring import score_healthy, score_kind
-from streamwatch.simulate import FAULT_KINDS
+from streamwatch.simulate import FAULT_KINDS, GRADUAL_KINDS, RAMP_RANGE
+
+_UNIT = {"run_stalled": "cadences", "reward_hacking": "evals"}
+_FORMS = ("fast", "gradual")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--seeds", type=int, default=30)
-    p.add_argument("--strength", type=float, default=1.0)
-    p.add_argument("--kinds", default=",".join(FAULT_KINDS))
-    p.add_argument("--first-seed", type=int, default=0)
-    args = p.parse_args()
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
-    print(f"# detection on the simulator: {args.seeds} seeds, strength {args.strength}")
-    print(f"# {platform.python_implementation()} {platform.python_version()}, {platform.machine()}")
-    unit = {"run_stalled": "cadences", "reward_hacking": "evals"}
+def _header(title: str) -> None:
+    print(f"\n## {title}")
     head = f"{'kind':<24}{'detected':>10}{'median delay':>16}{'max delay':>11}"
     print(f"{head}{'clean before onset':>20}")
-    start = time.perf_counter()
-    for kind in args.kinds.split(","):
-        s = score_kind(kind, seeds, strength=args.strength)
-        delay = f"{s.median_delay:.1f} {unit.get(kind, 'steps')}"
+
+
+def _table(kinds: Sequence[str], seeds: Sequence[int], strength: float, gradual: bool) -> None:
+    low, high = RAMP_RANGE
+    _header(f"gradual faults (ramp {low}-{high} steps)" if gradual else "fast faults")
+    shares: list[str] = []
+    for kind in kinds:
+        if gradual and kind not in GRADUAL_KINDS:
+            print(f"{kind:<24}  no gradual form (see the fast table)")
+            continue
+        s = score_kind(kind, seeds, strength=strength, gradual=gradual)
+        delay = f"{s.median_delay:.1f} {_UNIT.get(kind, 'steps')}" if s.delays else "-"
         worst = f"{max(s.delays):.1f}" if s.delays else "-"
         print(
             f"{kind:<24}{s.detected:>5}/{s.runs:<4}{delay:>16}{worst:>11}{s.clean_fraction:>19.0%}"
@@ -39,6 +46,32 @@ def main() -> None:
             print(f"    false alarm {fa}")
         if s.missed_seeds:
             print(f"    missed seeds {s.missed_seeds[:10]}")
+        if not math.isnan(s.median_delay_share):
+            shares.append(f"{kind} {s.median_delay_share:.0%}")
+    if shares:
+        print(f"# median delay / ramp: {', '.join(shares)}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--seeds", type=int, default=30)
+    p.add_argument("--strength", type=float, default=1.0)
+    p.add_argument("--kinds", default=",".join(FAULT_KINDS))
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--forms", default=",".join(_FORMS), help="fast, gradual or both")
+    args = p.parse_args()
+    forms = args.forms.split(",")
+    if unknown := set(forms) - set(_FORMS):
+        p.error(f"--forms: unknown {sorted(unknown)}; known: {', '.join(_FORMS)}")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    kinds = args.kinds.split(",")
+    print(f"# detection on the simulator: {args.seeds} seeds, strength {args.strength}")
+    print(f"# {platform.python_implementation()} {platform.python_version()}, {platform.machine()}")
+    start = time.perf_counter()
+    for form in _FORMS:
+        if form in forms:
+            _table(kinds, seeds, args.strength, gradual=form == "gradual")
+    _header("healthy runs")
     h = score_healthy(seeds)
     print(f"{'healthy runs':<24}{'':>10}{'':>16}{'':>11}{h.clean_fraction:>19.0%}")
     for fa in h.false_alarms[:5]:

@@ -82,8 +82,9 @@ def _parser() -> argparse.ArgumentParser:
         "--fault",
         action="append",
         default=[],
-        metavar="KIND@STEP[:STRENGTH][/RUN]",
-        help=f"inject a failure (repeatable); kinds: {', '.join(KINDS)}",
+        metavar="KIND@STEP[:STRENGTH][~RAMP][/RUN]",
+        help=f"inject a failure (repeatable; ~RAMP: gradual over RAMP steps); kinds: "
+        f"{', '.join(KINDS)}",
     )
 
     c = sub.add_parser("check-config", help="validate a config file offline")
@@ -226,15 +227,22 @@ def _parse_fault(text: str) -> tuple[int, Fault]:
     spec, _, run = text.partition("/")
     kind, at, rest = spec.partition("@")
     if not at or kind not in KINDS:
-        raise ValueError(f"--fault {text!r}: expected KIND@STEP[:STRENGTH][/RUN], kinds: {KINDS}")
+        raise ValueError(
+            f"--fault {text!r}: expected KIND@STEP[:STRENGTH][~RAMP][/RUN], kinds: {KINDS}"
+        )
+    rest, tilde, ramp_text = rest.partition("~")
     step_text, _, strength_text = rest.partition(":")
     try:
         step = int(step_text)
         strength = float(strength_text) if strength_text else 1.0
+        ramp = int(ramp_text) if tilde else None
         run_index = int(run) if run else 0
     except ValueError as exc:
-        raise ValueError(f"--fault {text!r}: step, strength and run must be numbers") from exc
-    return run_index, Fault(kind=kind, step=step, strength=strength)
+        raise ValueError(f"--fault {text!r}: step, strength, ramp and run must be numbers") from exc
+    try:
+        return run_index, Fault(kind=kind, step=step, strength=strength, ramp=ramp)
+    except ValueError as exc:
+        raise ValueError(f"--fault {text!r}: {exc}") from exc
 
 
 def _check_config(args: argparse.Namespace) -> int:

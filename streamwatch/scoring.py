@@ -1,11 +1,13 @@
 """Detection quality on simulated runs: delays and false alarms per failure kind.
 
-For each seed a run with one fault at a random onset step goes through a fresh Monitor.
+For each seed a run with one fault at a random onset step goes through a fresh Monitor;
+the fault is fast, or gradual (``gradual=True``: its full effect builds linearly over a ramp
+of 50-100 steps drawn from the seed, the onset the same as the fast run's).
 A run counts as detected when an incident of the fault's kind fires at or after the onset;
-its delay is in steps (run_stalled: cadences of silence; reward_hacking: held-out
-evaluations). A false alarm is any warning-or-worse incident that fires before the onset,
-or anywhere in a healthy run. ``benchmarks/detection.py`` prints the table; the tests
-assert the targets on it.
+its delay is counted from the onset, gradual or not, in steps (run_stalled: cadences of
+silence; reward_hacking: held-out evaluations). A false alarm is any warning-or-worse
+incident that fires before the onset, or anywhere in a healthy run.
+``benchmarks/detection.py`` prints the tables; the tests assert the targets on them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from statistics import median
 from streamwatch.config import Config
 from streamwatch.incidents import Incident, Kind, Severity, Status
 from streamwatch.monitor import Monitor
-from streamwatch.simulate import RunSpec, healthy_spec, random_fault_spec, simulate, simulate_run
+from streamwatch.simulate import (
+    GRADUAL_KINDS,
+    RunSpec,
+    healthy_spec,
+    random_fault_spec,
+    simulate,
+    simulate_run,
+)
 
 __all__ = ["KindScore", "replay_spec", "score_healthy", "score_kind"]
 
@@ -26,16 +35,25 @@ __all__ = ["KindScore", "replay_spec", "score_healthy", "score_kind"]
 @dataclass
 class KindScore:
     kind: str
+    gradual: bool = False
     runs: int = 0
     detected: int = 0
     false_alarm_runs: int = 0
     delays: list[float] = field(default_factory=list)
+    ramps: list[int] = field(default_factory=list)  # gradual: each detected run's ramp, in steps
     missed_seeds: list[int] = field(default_factory=list)
     false_alarms: list[str] = field(default_factory=list)
 
     @property
     def median_delay(self) -> float:
         return median(self.delays) if self.delays else math.nan
+
+    @property
+    def median_delay_share(self) -> float:
+        """Gradual faults: the median of delay / ramp (both in steps; NaN for fast faults)."""
+        if not self.ramps or self.kind in (Kind.RUN_STALLED, Kind.REWARD_HACKING):
+            return math.nan
+        return median(d / r for d, r in zip(self.delays, self.ramps, strict=True))
 
     @property
     def clean_fraction(self) -> float:
@@ -60,11 +78,19 @@ def _serious(inc: Incident) -> bool:
 
 
 def score_kind(
-    kind: str, seeds: Sequence[int], *, strength: float = 1.0, config: Config | None = None
+    kind: str,
+    seeds: Sequence[int],
+    *,
+    strength: float = 1.0,
+    config: Config | None = None,
+    gradual: bool = False,
 ) -> KindScore:
-    score = KindScore(kind)
+    """Detection of one fault kind over ``seeds`` (``gradual``: its ramped form)."""
+    if gradual and kind not in GRADUAL_KINDS:
+        raise ValueError(f"fault {kind} has no gradual form; gradual kinds: {GRADUAL_KINDS}")
+    score = KindScore(kind, gradual=gradual)
     for seed in seeds:
-        spec = random_fault_spec(kind, seed, strength=strength)
+        spec = random_fault_spec(kind, seed, strength=strength, gradual=gradual)
         onset = spec.faults[0].step
         # a stall is judged on event time: other runs on the cluster keep the clock going
         companions = [healthy_spec(f"peer-{seed}", seed + 10_000)] if kind == "run_stalled" else []
@@ -84,6 +110,8 @@ def score_kind(
             continue
         score.detected += 1
         score.delays.append(_delay(kind, hits[0], onset, spec))
+        if (ramp := spec.faults[0].ramp) is not None:
+            score.ramps.append(ramp)
     return score
 
 

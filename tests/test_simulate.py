@@ -13,11 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from streamwatch.cli import main
 from streamwatch.events import Event, decode_event
 from streamwatch.incidents import KINDS
 from streamwatch.simulate import (
     FAULT_KINDS,
+    GRADUAL_KINDS,
     METRIC_NAMES,
+    RAMP_RANGE,
     TARGETS,
     Fault,
     RunSpec,
@@ -187,9 +190,12 @@ def _pair(
     return sick, well
 
 
-@pytest.mark.parametrize("kind", [k for k in FAULT_KINDS if k != "run_stalled"])
-def test_fault_changes_its_targets_after_onset_only(kind: str) -> None:
-    sick, well = _pair(kind)
+@pytest.mark.parametrize(
+    ("kind", "ramp"),
+    [(k, None) for k in FAULT_KINDS if k != "run_stalled"] + [(k, 80) for k in GRADUAL_KINDS],
+)
+def test_fault_changes_its_targets_after_onset_only(kind: str, ramp: int | None) -> None:
+    sick, well = _pair(kind) if ramp is None else _pair(kind, ramp=ramp)
     before_sick = [e for e in sick if e.step < ONSET]
     before_well = [e for e in well if e.step < ONSET]
     assert _dump(before_sick) == _dump(before_well)
@@ -275,6 +281,7 @@ def test_every_kind_but_the_newest_is_injectable() -> None:
     assert set(FAULT_KINDS) == set(KINDS) - NOT_SIMULATED
     assert set(TARGETS) == set(FAULT_KINDS)
     assert set(CHECKS) | {"run_stalled"} == set(FAULT_KINDS)
+    assert set(GRADUAL_KINDS) == set(FAULT_KINDS) - {"nonfinite_metric", "run_stalled"}
 
 
 @pytest.mark.parametrize(
@@ -354,6 +361,167 @@ def test_default_straggler_is_the_last_rank() -> None:
     assert late[7] > 1.4 * np.median(late)
 
 
+# --- gradual faults ------------------------------------------------------------------------
+
+RAMP = 80
+Obs = Callable[[str], np.ndarray]
+
+
+def _observed(kind: str | None, seed: int = 11, ramp: int | None = RAMP) -> Obs:
+    """Logged values of a 400-step run (the fault at ONSET, or healthy), by series name."""
+    faults = () if kind is None else (Fault(kind, ONSET, ramp=ramp),)
+    obs = observe_run(healthy_spec("x", seed=seed, steps=400, faults=faults))
+
+    def get(name: str) -> np.ndarray:
+        if name in ("step_time", "throughput"):
+            return np.asarray(getattr(obs, name)[3])  # the default straggler: the last rank
+        return np.asarray(obs.series[name])
+
+    return get
+
+
+def _share(ratio: np.ndarray) -> np.ndarray:
+    """How far a ratio to the healthy run has gone, 0 at 1, 1 at its value when complete."""
+    out: np.ndarray = (ratio - 1.0) / (ratio[ONSET + RAMP - 1] - 1.0)
+    return out
+
+
+#: kind -> (series, progress of the effect at each step from the sick and healthy values,
+#: tolerance). Over the ramp, the progress of a gradual fault is (steps since onset + 1) / RAMP.
+PROGRESS: dict[str, tuple[str, Callable[[np.ndarray, np.ndarray], np.ndarray], float]] = {
+    # the entropy factor rises linearly to 1 + 5s (6 at s = 1)
+    "entropy_blowup": ("entropy", lambda s, w: (s / w - 1.0) / 5.0, 1e-4),
+    # entropy slides linearly to the 1e-3 floor (progress = 1 - floor / entropy at the end)
+    "entropy_collapse": ("entropy", lambda s, w: 1.0 - s / w, 0.05),
+    # the written length falls linearly to 15% of its level (the logged mean is truncated)
+    "length_collapse": ("length", lambda s, w: (1.0 - s / w) / 0.85, 0.03),
+    # MFU slides linearly by 40%
+    "metric_drift": ("mfu", lambda s, w: (1.0 - s / w) / 0.4, 1e-9),
+    # the rank's step time grows linearly to its final multiple
+    "rank_straggler": ("step_time", lambda s, w: _share(s / w), 1e-9),
+    # the grad norm grows linearly to its final multiple
+    "metric_spike": ("grad_norm", lambda s, w: _share(s / w), 1e-9),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PROGRESS))
+@pytest.mark.parametrize("seed", [11, 5])
+def test_gradual_effect_builds_linearly_over_the_ramp(kind: str, seed: int) -> None:
+    name, progress, tol = PROGRESS[kind]
+    sick, well = _observed(kind, seed)(name), _observed(None, seed)(name)
+    assert np.array_equal(sick[:ONSET], well[:ONSET])
+    got = progress(sick, well)
+    for k in range(RAMP):
+        expected = (k + 1) / RAMP
+        assert got[ONSET + k] == pytest.approx(expected, abs=tol), f"{kind} at onset + {k}"
+
+
+def test_gradual_spike_holds_then_ends() -> None:
+    sick, well = _observed("metric_spike")("grad_norm"), _observed(None)("grad_norm")
+    ratio = sick / well
+    assert ratio[ONSET + RAMP - 1] > 4.0  # a 5-20x multiple at s = 1
+    full = np.isclose(ratio, ratio[ONSET + RAMP - 1], rtol=1e-9, atol=0.0)
+    held = int(np.count_nonzero(full))
+    assert np.all(full[ONSET + RAMP - 1 : ONSET + RAMP - 1 + held])  # one unbroken stretch
+    assert 11 <= held <= 31  # the last ramp step, then the 10-30 step episode
+    end = ONSET + RAMP + 30
+    assert np.array_equal(sick[end:], well[end:])
+
+
+#: kind -> (series, first step from which the gradual run equals the fast one, rel tolerance)
+SAME_END: dict[str, tuple[tuple[str, ...], int, float]] = {
+    "reward_chaos": (("reward",), ONSET + RAMP - 1, 0.0),
+    "reward_collapse": (("reward", "heldout"), ONSET + RAMP - 1, 0.0),
+    "rank_straggler": (("step_time", "throughput"), ONSET + RAMP - 1, 0.0),
+    "metric_drift": (("mfu",), ONSET + RAMP - 1, 0.0),
+    "entropy_collapse": (("entropy",), ONSET + RAMP + 60, 0.02),
+    "entropy_blowup": (("entropy", "length", "reward"), ONSET + RAMP + 60, 0.01),
+    "length_explosion": (("length", "clip_ratio", "reward"), ONSET + RAMP + 20, 0.01),
+    "truncation_saturation": (("length", "clip_ratio", "score_std"), ONSET + RAMP + 20, 0.02),
+    "length_collapse": (("length", "reward"), ONSET + RAMP, 0.01),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SAME_END))
+def test_gradual_fault_reaches_the_fast_effect(kind: str) -> None:
+    names, start, rel = SAME_END[kind]
+    gradual, fast = _observed(kind), _observed(kind, ramp=None)
+    for name in names:
+        g, f = gradual(name)[start:], fast(name)[start:]
+        if rel == 0.0:
+            assert np.array_equal(g, f), name
+        else:
+            assert np.mean(g) == pytest.approx(np.mean(f), rel=rel), name
+            assert not np.array_equal(gradual(name)[ONSET:start], fast(name)[ONSET:start])
+
+
+def test_gradual_reward_hacking_decline_builds_up_to_the_fast_rate() -> None:
+    sick, well = _observed("reward_hacking")("heldout"), _observed(None)("heldout")
+    evals = list(range(ONSET // 10 * 10 + 10, 400, 10))
+    fallen = {s: float(well[s] - sick[s]) for s in evals}
+    per_eval = [(a, fallen[b] - fallen[a]) for a, b in itertools.pairwise(evals)]
+    assert fallen[evals[0]] < 0.003  # barely started
+    during = [d for a, d in per_eval if a < ONSET + RAMP]
+    assert all(b > a for a, b in itertools.pairwise(during))
+    assert during[-1] < 0.02
+    after = [d for a, d in per_eval if a >= ONSET + RAMP]
+    assert after and all(d == pytest.approx(0.02, abs=1e-9) for d in after)
+    train = _observed("reward_hacking")("reward")[ONSET + RAMP :]
+    assert np.mean(train) > np.mean(_observed(None)("reward")[ONSET + RAMP :])
+
+
+def test_random_gradual_spec_draws_the_ramp_from_the_seed() -> None:
+    specs = [random_fault_spec("entropy_blowup", seed=s, gradual=True) for s in range(40)]
+    ramps = [spec.faults[0].ramp for spec in specs]
+    assert all(r is not None and RAMP_RANGE[0] <= r <= RAMP_RANGE[1] for r in ramps)
+    assert len(set(ramps)) > 15
+    for seed, spec in enumerate(specs):
+        fast = random_fault_spec("entropy_blowup", seed=seed)
+        assert spec.faults[0].step == fast.faults[0].step and fast.faults[0].ramp is None
+        assert spec.run_id != fast.run_id
+    again = random_fault_spec("entropy_blowup", seed=7, gradual=True)
+    assert again == specs[7]
+    assert _dump(list(simulate_run(again))) == _dump(list(simulate_run(specs[7])))
+    given = random_fault_spec("metric_drift", seed=7, gradual=True, ramp=64)
+    assert given.faults[0].ramp == 64
+    for kind in ("nonfinite_metric", "run_stalled"):
+        one_form = random_fault_spec(kind, seed=7, gradual=True)
+        assert one_form == random_fault_spec(kind, seed=7)
+
+
+def test_gradual_only_where_it_makes_sense() -> None:
+    with pytest.raises(ValueError, match="nonfinite_metric: has no gradual form"):
+        Fault("nonfinite_metric", 10, ramp=50)
+    with pytest.raises(ValueError, match="run_stalled: has no gradual form"):
+        Fault("run_stalled", 10, ramp=50)
+    with pytest.raises(ValueError, match="ramp must be >= 1"):
+        Fault("entropy_blowup", 10, ramp=0)
+    with pytest.raises(ValueError, match="without gradual=True"):
+        random_fault_spec("entropy_blowup", seed=1, ramp=60)
+
+
+def test_simulate_command_takes_a_ramp(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sim.jsonl"
+    argv = ["simulate", "-o", str(out), "--steps", "300", "--fault", "metric_drift@100:2~60"]
+    assert main(argv) == 0
+    mfu = {}
+    for line in out.read_text().splitlines():
+        event, problems = decode_event(json.loads(line))
+        assert event is not None and not problems
+        if V["mfu"] in event.metrics:
+            mfu[event.step] = event.metrics[V["mfu"]]
+    fault = Fault("metric_drift", 100, strength=2.0, ramp=60)
+    expected = observe_run(RunSpec("sim-0-0", steps=300, seed=0, faults=(fault,))).series["mfu"]
+    healthy = observe_run(RunSpec("sim-0-0", steps=300, seed=0)).series["mfu"]
+    assert mfu == {s: float(expected[s]) for s in range(1, 300)}
+    assert mfu[99] == healthy[99] and mfu[100] < healthy[100] and mfu[200] < 0.3 * healthy[200]
+    capsys.readouterr()
+    assert main(["simulate", "-o", str(out), "--fault", "nonfinite_metric@100~50"]) == 2
+    assert "nonfinite_metric@100~50" in capsys.readouterr().err
+    assert main(["simulate", "-o", str(out), "--fault", "metric_drift@100~soon"]) == 2
+    assert "ramp" in capsys.readouterr().err
+
+
 # --- specs ---------------------------------------------------------------------------------
 
 
@@ -429,8 +597,18 @@ def test_a_long_run_is_fast() -> None:
     assert elapsed < 10.0
 
 
-@pytest.mark.parametrize("kind", ["entropy_collapse", "length_collapse"])
-def test_a_late_fault_in_a_long_run_computes_cleanly(kind: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "ramp"),
+    [
+        ("entropy_collapse", None),
+        ("length_collapse", None),
+        ("entropy_blowup", 90),
+        ("length_explosion", 90),
+        ("truncation_saturation", 90),
+    ],
+)
+def test_a_late_fault_in_a_long_run_computes_cleanly(kind: str, ramp: int | None) -> None:
     """No overflow warning from the steps long before the onset (warnings are errors)."""
-    events = simulate_run(RunSpec("long", seed=1, steps=20_000, faults=(Fault(kind, 15_000, 3.0),)))
+    fault = Fault(kind, 15_000, 3.0, ramp=ramp)
+    events = simulate_run(RunSpec("long", seed=1, steps=20_000, faults=(fault,)))
     assert sum(1 for _ in events) > 20_000

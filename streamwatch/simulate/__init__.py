@@ -4,7 +4,9 @@ It is the ground truth for tuning and testing detectors, so healthy runs look li
 ones, alarming-looking trends included: entropy falls 3-8x early, response length drifts,
 train reward saturates far above held-out, grad norm has isolated 10-100x single-step
 spikes, checkpoint and evaluation steps are slower. Every incident kind can be injected at
-a chosen step and strength (:class:`Fault`; mechanics in :mod:`streamwatch.simulate.faults`).
+a chosen step and strength (:class:`Fault`; mechanics in :mod:`streamwatch.simulate.faults`),
+fast or, for most kinds, gradual (``Fault(ramp=R)``: the full effect builds linearly over R
+steps).
 
 Deterministic for a seed: all randomness comes from ``numpy.random.Generator(PCG64)``
 streams keyed by the run's seed, and nothing reads the clock. Each series has its own
@@ -29,6 +31,8 @@ from streamwatch.simulate.faults import TARGETS
 from streamwatch.simulate.spec import (
     FAULT_KINDS,
     FRAMEWORKS,
+    GRADUAL_KINDS,
+    RAMP_RANGE,
     Fault,
     RunSpec,
     healthy_spec,
@@ -38,7 +42,9 @@ from streamwatch.simulate.spec import (
 __all__ = [
     "FAULT_KINDS",
     "FRAMEWORKS",
+    "GRADUAL_KINDS",
     "METRIC_NAMES",
+    "RAMP_RANGE",
     "TARGETS",
     "Fault",
     "Observed",

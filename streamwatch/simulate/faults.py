@@ -46,9 +46,41 @@ the onset step and is nearly complete T steps later.
 - metric_drift: ``perf/mfu/actor`` (no RL-specific check reads it) drops by min(0.9, 0.4s)
   and stays down.
 
+Gradual faults (:attr:`Fault.ramp` = R; the kinds in ``GRADUAL_KINDS``): the same mechanics,
+but the fault's progress is a linear ramp w = min(1, (dt + 1) / R) instead of the fast
+form's few-step rise (1/R of the effect at the onset step, all of it from step onset + R - 1
+on). What rises linearly:
+
+- entropy_collapse: w replaces the exponential weight: entropy slides linearly to the 1e-3
+  floor, rewards freeze and the clip fraction falls with the same w.
+- entropy_blowup: the entropy factor, 1 + 5s · w (length, KL, clip fraction and grad norm
+  follow it with the same powers as above, reward drops by min(0.9, 0.5s) · w); after the
+  ramp the same creep as the fast form (time constant 15/s steps).
+- reward_chaos: the extra sd of the batch-mean reward, 0 -> its full size.
+- reward_collapse: the drop, 0 -> min(0.95, 0.6s) of the onset level.
+- length_explosion: the written length's factor, 1 -> the same limit as the fast form; the
+  clip ratio, reward and entropy follow the length as above.
+- truncation_saturation: the log of the written length, from its level to the one that
+  puts 0.9-0.99 of the responses at the cap (so the clip ratio is still small in the first
+  half of the ramp and climbs faster at its end); the score std shrinks and rewards freeze
+  with w.
+- length_collapse: the length's fall, 1 -> max(0.08, 1 - 0.85s).
+- reward_hacking: the train gain (w instead of the 20-60 step exponential) and KL rise with
+  w, and the held-out *rate* of decline ramps up to 0.02s per evaluation, so the decline
+  builds slowly and then goes on at the fast form's pace.
+- metric_spike: a slowly growing grad norm: its factor 1 -> the same multiple (the loss
+  shift and noise follow), held for the episode's 10-30 steps (or ``duration``) after the
+  ramp, then back to normal.
+- rank_straggler: a slowly slowing rank: its step-time factor 1 -> 1 + U(0.5, 2)·s.
+- metric_drift: a slow slide: the MFU drop, 0 -> min(0.9, 0.4s).
+
+nonfinite_metric and run_stalled have no gradual form (a value is non-finite or not, a
+run is heard or not) and reject a ramp. Random draws are the same as the fast form's, so
+a gradual fault has the same sizes as the fast one of the same seed.
+
 With ``duration`` set, the other kinds recover: step-like ones (reward_chaos,
 rank_straggler, metric_drift) at once, the others back to the healthy curves with a 10-step
-time constant.
+time constant; ``duration`` counts from the onset, fast or gradual.
 
 Lengths: single responses are lognormal around the mean the policy writes; the logged mean
 and clip ratio are those of the responses cut at the max response length, so a length
@@ -98,8 +130,19 @@ class _Ctx:
         self.spec, self.p, self.fault, self.rng = spec, p, fault, rng
         self.s = fault.strength
         self.on = fault.step
+        self.ramp = fault.ramp
         self.dt = np.arange(spec.steps, dtype=np.float64) - fault.step
         self.after = self.dt >= 0
+
+    def linear(self) -> Array:
+        """The gradual fault's progress: 0 before the onset, (dt + 1) / ramp, then 1."""
+        assert self.ramp is not None
+        out: Array = np.where(self.after, np.clip((self.dt + 1.0) / self.ramp, 0.0, 1.0), 0.0)
+        return out
+
+    def progress(self, fast: Array) -> Array:
+        """``fast`` (the fast form's weight), or the linear ramp for a gradual fault."""
+        return fast if self.ramp is None else self.linear()
 
     def exp_ramp(self, tau: float) -> Array:
         """0 before the onset, then 1 - exp(-(dt + 1) / tau)."""
@@ -136,20 +179,31 @@ def _freeze_rewards(lat: Latent, c: _Ctx, w: Array) -> None:
 
 
 def _entropy_collapse(lat: Latent, c: _Ctx) -> None:
-    w = c.exp_ramp(15.0 / c.s)
+    w = c.progress(c.exp_ramp(15.0 / c.s))
     floor = 1e-3
     lat.entropy = floor + (lat.entropy - floor) * (1.0 - w)
     _freeze_rewards(lat, c, w)
     lat.clipfrac = lat.clipfrac * (1.0 - 0.9 * w)
 
 
+def _blowup_growth(c: _Ctx) -> tuple[Array, Array]:
+    """(log of the entropy factor, share of the reward drop) of an entropy blow-up."""
+    full = math.log1p(5.0 * c.s)
+    if c.ramp is None:
+        x = np.where(c.after, (c.dt + 1.0) * c.s / 15.0, 0.0)
+        shape = np.where(x <= 1.0, x, 1.0 + 0.5 * -np.expm1(-(x - 1.0)))
+        return full * shape, np.minimum(x, 1.0)
+    w = c.linear()
+    beyond = np.maximum(c.dt + 1.0 - c.ramp, 0.0) * c.s / 15.0  # the creep after the ramp
+    creep = full * (1.0 + 0.5 * -np.expm1(-beyond))
+    return np.where(w < 1.0, np.log1p(5.0 * c.s * w), creep), w
+
+
 def _entropy_blowup(lat: Latent, c: _Ctx) -> None:
-    x = np.where(c.after, (c.dt + 1.0) * c.s / 15.0, 0.0)
-    shape = np.where(x <= 1.0, x, 1.0 + 0.5 * -np.expm1(-(x - 1.0)))
-    log_factor = math.log1p(5.0 * c.s) * shape
+    log_factor, dropped = _blowup_growth(c)
     lat.entropy = np.where(c.after, _softcap(lat.entropy * np.exp(log_factor), 6.0), lat.entropy)
     lat.length = lat.length * np.exp(0.4 * log_factor)
-    keep = 1.0 - min(0.9, 0.5 * c.s) * np.minimum(x, 1.0)
+    keep = 1.0 - min(0.9, 0.5 * c.s) * dropped
     lat.reward = lat.reward * keep
     lat.heldout = lat.heldout * keep
     lat.kl = lat.kl * np.exp(0.5 * log_factor)
@@ -158,21 +212,26 @@ def _entropy_blowup(lat: Latent, c: _Ctx) -> None:
 
 
 def _reward_chaos(lat: Latent, c: _Ctx) -> None:
-    extra = c.p.reward_noise * math.sqrt((1.0 + 3.0 * c.s) ** 2 - 1.0)
+    extra: float | Array = c.p.reward_noise * math.sqrt((1.0 + 3.0 * c.s) ** 2 - 1.0)
+    if c.ramp is not None:
+        extra = extra * c.linear()
     lat.reward_chaos = np.where(c.after, np.hypot(lat.reward_chaos, extra), lat.reward_chaos)
 
 
 def _reward_collapse(lat: Latent, c: _Ctx) -> None:
-    drop = min(0.95, 0.6 * c.s) * c.lin_ramp(10.0)
+    drop = min(0.95, 0.6 * c.s) * c.progress(c.lin_ramp(10.0))
     lat.reward = np.maximum(lat.reward - drop * lat.reward[c.on], 0.0)
     lat.heldout = np.maximum(lat.heldout - drop * lat.heldout[c.on], 0.0)
 
 
 def _length_explosion(lat: Latent, c: _Ctx) -> None:
-    doublings = np.minimum(np.where(c.after, (c.dt + 1.0) * c.s / 10.0, 0.0), 20.0)
     old_len, old_clip = lat.length, _clip_share(lat, c.p)
     limit = max(1.0 + 3.0 * c.s, c.s * c.p.max_length / float(lat.length[c.on]))
-    lat.length = lat.length * _softcap(np.exp2(doublings), limit)
+    if c.ramp is None:
+        doublings = np.minimum(np.where(c.after, (c.dt + 1.0) * c.s / 10.0, 0.0), 20.0)
+        lat.length = lat.length * _softcap(np.exp2(doublings), limit)
+    else:
+        lat.length = lat.length * (1.0 + (limit - 1.0) * c.linear())
     keep = 1.0 - 0.6 * np.maximum(_clip_share(lat, c.p) - old_clip, 0.0)
     lat.reward = lat.reward * keep
     lat.heldout = lat.heldout * keep
@@ -181,7 +240,7 @@ def _length_explosion(lat: Latent, c: _Ctx) -> None:
 
 def _truncation_saturation(lat: Latent, c: _Ctx) -> None:
     target = float(c.rng.uniform(0.9, 0.99)) * min(1.0, 0.45 + 0.55 * c.s)
-    w = c.logistic_ramp(15.0 / c.s)
+    w = c.progress(c.logistic_ramp(15.0 / c.s))
     # The untruncated mean length at which a share ``target`` of responses hits the cap.
     sigma = lat.length_sigma
     log_median = math.log(c.p.max_length) - NormalDist().inv_cdf(1.0 - target) * sigma
@@ -195,7 +254,7 @@ def _truncation_saturation(lat: Latent, c: _Ctx) -> None:
 
 def _length_collapse(lat: Latent, c: _Ctx) -> None:
     floor = max(0.08, 1.0 - 0.85 * c.s)
-    w = c.exp_ramp(10.0 / c.s / 3.0)
+    w = c.progress(c.exp_ramp(10.0 / c.s / 3.0))
     lat.length = lat.length * (1.0 - (1.0 - floor) * w)
     keep = 1.0 - 0.15 * min(c.s, 2.0) * w
     lat.reward = lat.reward * keep
@@ -205,10 +264,12 @@ def _length_collapse(lat: Latent, c: _Ctx) -> None:
 def _reward_hacking(lat: Latent, c: _Ctx) -> None:
     headroom = max(0.0, 0.995 - float(lat.reward[c.on]))
     gain = min(float(c.rng.uniform(0.05, 0.1)), 0.9 * headroom)
-    w = c.exp_ramp(float(c.rng.uniform(20.0, 60.0)))
+    w = c.progress(c.exp_ramp(float(c.rng.uniform(20.0, 60.0))))
     lat.reward = lat.reward + gain * w
     per_step = 0.02 * c.s / (c.spec.eval_every or 10)
-    fallen = lat.heldout - per_step * np.where(c.after, c.dt + 1.0, 0.0)
+    # steps of decline at the full rate so far (gradual: the rate itself ramps up)
+    elapsed = np.where(c.after, c.dt + 1.0, 0.0) if c.ramp is None else np.cumsum(w)
+    fallen = lat.heldout - per_step * elapsed
     lat.heldout = np.where(c.after, np.maximum(fallen, 0.01), lat.heldout)
     lat.kl = lat.kl * (1.0 + 0.5 * c.s * w)
 
@@ -229,11 +290,26 @@ def _nonfinite_metric(lat: Latent, c: _Ctx) -> None:
 def _metric_spike(lat: Latent, c: _Ctx) -> None:
     mult = max(1.5, float(c.rng.uniform(5.0, 20.0)) * c.s)
     width = c.fault.duration or int(c.rng.integers(10, 31))
+    if c.ramp is not None:
+        _growing_spike(lat, c, mult, width)
+        return
     win = c.after & (c.dt < width)
     lat.grad_norm = np.where(win, lat.grad_norm * mult, lat.grad_norm)
     lat.pg_offset = np.where(win, lat.pg_offset + mult * c.p.pg_noise, lat.pg_offset)
     lat.pg_noise = np.where(win, lat.pg_noise * 2.0, lat.pg_noise)
     lat.clipfrac = np.where(win, lat.clipfrac * math.sqrt(mult), lat.clipfrac)
+
+
+def _growing_spike(lat: Latent, c: _Ctx, mult: float, width: int) -> None:
+    """A gradual spike: grows over the ramp, holds ``width`` steps at its full size, ends."""
+    assert c.ramp is not None
+    g = c.linear()
+    win = c.after & (c.dt < c.ramp + width)
+    factor = 1.0 + (mult - 1.0) * g
+    lat.grad_norm = np.where(win, lat.grad_norm * factor, lat.grad_norm)
+    lat.pg_offset = np.where(win, lat.pg_offset + g * mult * c.p.pg_noise, lat.pg_offset)
+    lat.pg_noise = np.where(win, lat.pg_noise * (1.0 + g), lat.pg_noise)
+    lat.clipfrac = np.where(win, lat.clipfrac * np.sqrt(factor), lat.clipfrac)
 
 
 def _run_stalled(lat: Latent, c: _Ctx) -> None:
@@ -245,13 +321,17 @@ def _run_stalled(lat: Latent, c: _Ctx) -> None:
 
 def _rank_straggler(lat: Latent, c: _Ctx) -> None:
     rank = c.fault.rank if c.fault.rank is not None else c.spec.ranks - 1
-    mult = 1.0 + float(c.rng.uniform(0.5, 2.0)) * c.s
+    extra = float(c.rng.uniform(0.5, 2.0)) * c.s
+    mult: float | Array = 1.0 + extra if c.ramp is None else 1.0 + extra * c.linear()
     row = lat.rank_slowdown[rank]
     lat.rank_slowdown[rank] = np.where(c.after, row * mult, row)
 
 
 def _metric_drift(lat: Latent, c: _Ctx) -> None:
-    lat.mfu = np.where(c.after, lat.mfu * (1.0 - min(0.9, 0.4 * c.s)), lat.mfu)
+    drop: float | Array = min(0.9, 0.4 * c.s)
+    if c.ramp is not None:
+        drop = drop * c.linear()
+    lat.mfu = np.where(c.after, lat.mfu * (1.0 - drop), lat.mfu)
 
 
 _INJECTORS: dict[str, Callable[[Latent, _Ctx], None]] = {

@@ -13,6 +13,8 @@ from streamwatch.incidents import KINDS
 __all__ = [
     "FAULT_KINDS",
     "FRAMEWORKS",
+    "GRADUAL_KINDS",
+    "RAMP_RANGE",
     "Fault",
     "RunSpec",
     "fault_rng",
@@ -23,6 +25,15 @@ __all__ = [
 
 #: Every failure kind the simulator can inject (the incident kinds up to metric_drift).
 FAULT_KINDS: tuple[str, ...] = KINDS[: KINDS.index("metric_drift") + 1]
+
+#: The kinds with a gradual form (:attr:`Fault.ramp`). A non-finite value and a silence have
+#: no "half" version: ``nonfinite_metric`` and ``run_stalled`` keep their one form.
+GRADUAL_KINDS: tuple[str, ...] = tuple(
+    k for k in FAULT_KINDS if k not in ("nonfinite_metric", "run_stalled")
+)
+
+#: The ramp lengths :func:`random_fault_spec` draws from with ``gradual=True`` (inclusive).
+RAMP_RANGE: tuple[int, int] = (50, 100)
 
 #: Metric naming schemes the simulator can emit.
 FRAMEWORKS: tuple[str, ...] = ("verl", "trl")
@@ -38,7 +49,13 @@ class Fault:
     ``run_stalled``, the silence in steps (None: the run never logs again); for
     ``metric_spike`` and ``nonfinite_metric`` the length of the episode (None: drawn from
     the seed); for every other kind the number of steps before the run recovers (None:
-    never).
+    never), counted from the onset.
+
+    ``ramp`` makes the fault gradual: the same failure reaches its full effect linearly
+    over ``ramp`` steps (1/ramp of it at the onset step, all of it from step
+    ``step + ramp - 1`` on) instead of within a few steps; None is the fast form. Only the
+    kinds in :data:`GRADUAL_KINDS` have a gradual form. A gradual ``metric_spike`` holds its
+    full size for its episode's length after the ramp.
     """
 
     kind: str
@@ -46,6 +63,7 @@ class Fault:
     strength: float = 1.0
     rank: int | None = None
     duration: int | None = None
+    ramp: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -58,6 +76,11 @@ class Fault:
             raise ValueError(f"fault {self.kind}: duration must be >= 1, got {self.duration}")
         if self.rank is not None and self.rank < 0:
             raise ValueError(f"fault {self.kind}: rank must be >= 0, got {self.rank}")
+        if self.ramp is not None:
+            if self.kind not in GRADUAL_KINDS:
+                raise ValueError(f"fault {self.kind}: has no gradual form (ramp), only a fast one")
+            if self.ramp < 1:
+                raise ValueError(f"fault {self.kind}: ramp must be >= 1 step, got {self.ramp}")
 
 
 @dataclass(frozen=True)
@@ -141,23 +164,52 @@ def random_fault_spec(
     run_id: str | None = None,
     rank: int | None = None,
     duration: int | None = None,
+    gradual: bool = False,
+    ramp: int | None = None,
     **kw: Any,
 ) -> RunSpec:
     """A run with one fault of ``kind`` whose onset is drawn from the seed.
 
-    The onset is uniform on ``[0.25 * steps, 0.75 * steps]``; ``kw`` sets any other
-    :class:`RunSpec` field.
+    The onset is uniform on ``[0.25 * steps, 0.75 * steps]`` (the same for a seed, fast or
+    gradual); ``kw`` sets any other :class:`RunSpec` field. ``gradual=True`` makes the
+    fault gradual with a ramp of ``ramp`` steps, or one drawn from the seed uniformly in
+    :data:`RAMP_RANGE` (at the default 400 steps, every ramp is complete by the last step);
+    kinds outside :data:`GRADUAL_KINDS` keep their one form.
+
+    >>> spec = random_fault_spec("entropy_blowup", seed=3, gradual=True)
+    >>> fault = spec.faults[0]
+    >>> fault.step == random_fault_spec("entropy_blowup", seed=3).faults[0].step
+    True
+    >>> 50 <= fault.ramp <= 100 and fault.step + fault.ramp <= 400
+    True
+    >>> random_fault_spec("run_stalled", seed=3, gradual=True).faults[0].ramp is None
+    True
     """
     if kind not in FAULT_KINDS:
         raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(FAULT_KINDS)}")
+    if ramp is not None and not gradual:
+        raise ValueError(f"fault {kind}: ramp={ramp} given without gradual=True")
     low = max(1, math.ceil(0.25 * steps))
     high = max(low, math.floor(0.75 * steps))
     onset = int(stream_rng(seed, 999).integers(low, high + 1))
-    fault = Fault(kind=kind, step=onset, strength=strength, rank=rank, duration=duration)
+    if gradual and kind in GRADUAL_KINDS and ramp is None:
+        ramp = int(stream_rng(seed, 998).integers(RAMP_RANGE[0], RAMP_RANGE[1] + 1))
+    fault = Fault(
+        kind=kind,
+        step=onset,
+        strength=strength,
+        rank=rank,
+        duration=duration,
+        ramp=ramp if kind in GRADUAL_KINDS else None,
+    )
     return RunSpec(
-        run_id=run_id if run_id is not None else f"{kind}-{seed}",
+        run_id=run_id if run_id is not None else _run_id(fault, seed),
         steps=steps,
         seed=seed,
         faults=(fault,),
         **kw,
     )
+
+
+def _run_id(fault: Fault, seed: int) -> str:
+    return f"{fault.kind}-{seed}" if fault.ramp is None else f"{fault.kind}-gradual-{seed}"
