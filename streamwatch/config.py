@@ -116,6 +116,24 @@ class HackingSettings(_Section):
     noise_window: int = Field(
         50, ge=3, description="second differences in the eval and train noise estimates"
     )
+    components: tuple[str, ...] = Field(
+        ("rewards/*", "train/rewards/*"), description="metric globs of per-function rewards"
+    )
+    component_exclude: tuple[str, ...] = Field(
+        ("*/std", "*/min", "*/max"), description="...that are not a component's mean"
+    )
+    verifiable: tuple[str, ...] = Field(
+        ("*accura*", "*correct*", "*verif*", "*math*", "*code*", "*pass*", "*exact*"),
+        description="lower-cased globs of the components that check the answer itself",
+    )
+    component_min_logs: int = Field(3, ge=2, description="logs of both before judging")
+    component_drop: float = Field(
+        0.05, gt=0, description="a verifiable component this far below its start..."
+    )
+    component_drop_fraction: float = Field(0.5, gt=0, le=1, description="...and this share of it")
+    component_rise: float = Field(
+        0.2, gt=0, description="while another is this far above its own start, and rose more"
+    )
 
 
 class DriftSettings(_Section):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from streamwatch.checks import (
     REMEDIES,
     Check,
+    ComponentsCheck,
     DriftColumn,
     EntropyCheck,
     HackingCheck,
@@ -24,6 +25,7 @@ from streamwatch.checks import (
     StallCheck,
     StragglerCheck,
     TruncationCheck,
+    is_component,
     screen,
 )
 from streamwatch.config import EngineConfig
@@ -100,6 +102,7 @@ class Series:
     __slots__ = (
         "checks",
         "closed",
+        "component",
         "drift",
         "expected",
         "feeds_hacking",
@@ -127,6 +130,7 @@ class Series:
         checks: list[Check],
         drift: DriftColumn | None,
         straggler: StragglerCheck | None,
+        component: bool = False,
     ) -> None:
         self.metric = metric
         self.name = name
@@ -137,8 +141,11 @@ class Series:
         self.feeds_hacking = indicator in _FEEDS_HACKING  # its values go to the hacking check
         self.per_source = straggler is not None  # each source's value kept for the straggler
         self.signal = _SIGNAL_OF.get(indicator) if indicator else None  # no-signal check's
+        self.component = component  # one reward function's: the components check's
         # judged beyond its checks: the run-level checks' inputs, the straggler check
-        self.special = self.feeds_hacking or straggler is not None or self.signal is not None
+        self.special = (
+            self.feeds_hacking or straggler is not None or self.signal is not None or component
+        )
         self.last_step: dict[str, int] = {}
         self.pending_step = -1
         self.pending_sum = 0.0
@@ -161,6 +168,7 @@ class RunState:
     bound_rank: dict[Indicator, int] = field(default_factory=dict)  # the rank of each bound
     hacking: HackingCheck = field(init=False)
     signal: NoSignalCheck = field(init=False)
+    components: ComponentsCheck = field(init=False)
     stall: StallCheck = field(init=False)
     out: list[Incident] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -176,6 +184,7 @@ class RunState:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
         self.hacking = HackingCheck(self.cfg.hacking)
         self.signal = NoSignalCheck(self.cfg.signal)
+        self.components = ComponentsCheck(self.cfg.hacking)
         self.stall = StallCheck(self.cfg.stall)
         self.disabled = frozenset(self.cfg.disabled_kinds)
 
@@ -210,7 +219,8 @@ class RunState:
             if indicator in _PER_SOURCE
             else None
         )
-        series = Series(metric, name, indicator, checks, drift, straggler)
+        component = is_component(metric, self.cfg.hacking)
+        series = Series(metric, name, indicator, checks, drift, straggler, component)
         self.series[metric] = series
         return series
 
@@ -350,6 +360,9 @@ class RunState:
         elif ind is Indicator.HELDOUT_REWARD:
             found = self.hacking.heldout(step, s.metric, x)
             self._report(self.hacking.kinds, "heldout_reward", step, found)
+        if s.component:
+            found = self.components.update(s.metric, step, x)
+            self._report(self.components.kinds, "reward_components", step, found)
         if s.signal is not None:
             found = self.signal.observe(s.signal, s.metric, step, x)
             self._report(self.signal.kinds, "learning_signal", step, found)

@@ -1,6 +1,7 @@
 """Named health checks: each reads detector signals and decides incidents."""
 
 from streamwatch.checks.base import Check
+from streamwatch.checks.components import ComponentsCheck, is_component
 from streamwatch.checks.drift import DriftColumn, screen
 from streamwatch.checks.entropy import EntropyCheck
 from streamwatch.checks.hacking import HackingCheck
@@ -15,6 +16,7 @@ from streamwatch.checks.straggler import StragglerCheck
 __all__ = [
     "REMEDIES",
     "Check",
+    "ComponentsCheck",
     "DriftColumn",
     "EntropyCheck",
     "HackingCheck",
@@ -25,5 +27,6 @@ __all__ = [
     "StallCheck",
     "StragglerCheck",
     "TruncationCheck",
+    "is_component",
     "screen",
 ]
