@@ -147,6 +147,18 @@ class DriftSettings(_Section):
     )
 
 
+class MismatchSettings(_Section):
+    warmup: int = Field(10, ge=3, description="steps whose median is the run's own level")
+    smoothing: float = Field(0.3, gt=0, le=1, description="EWMA weight of the newest value")
+    ratio: float = Field(3.0, gt=1, description="smoothed gap this many times its level...")
+    robust_z: float = Field(8.0, gt=0, description="...and this many warm-up sds above it")
+    noise_floor: float = Field(
+        0.05, gt=0, description="warm-up sd at least this share of the level (steady gaps)"
+    )
+    persist: int = Field(3, ge=1, description="steps in a row")
+    critical_ratio: float = Field(10.0, gt=1, description="critical this many times its level")
+
+
 class SignalSettings(_Section):
     zero_variance_all: float = Field(
         0.99, gt=0, le=1, description="zero-variance groups fraction that means every group"
@@ -181,6 +193,7 @@ class EngineConfig(_Section):
     hacking: HackingSettings = HackingSettings()
     drift: DriftSettings = DriftSettings()
     signal: SignalSettings = SignalSettings()
+    mismatch: MismatchSettings = MismatchSettings()
     stall: StallSettings = StallSettings()
     straggler: StragglerSettings = StragglerSettings()
     disabled_kinds: tuple[str, ...] = ()

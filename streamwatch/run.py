@@ -19,6 +19,7 @@ from streamwatch.checks import (
     EntropyCheck,
     HackingCheck,
     LengthCheck,
+    MismatchCheck,
     NoSignalCheck,
     RewardCheck,
     SpikeCheck,
@@ -80,6 +81,8 @@ def make_checks(
         return [SpikeCheck(name, metric, cfg.spike, cfg.spike.kl_ceiling)]
     if indicator is i.LOSS:
         return [SpikeCheck(name, metric, cfg.spike)]
+    if indicator is i.PROB_MISMATCH:
+        return [MismatchCheck(name, metric, cfg.mismatch)]
     return []
 
 

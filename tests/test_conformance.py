@@ -21,6 +21,7 @@ from streamwatch.checks import (
     DriftColumn,
     EntropyCheck,
     LengthCheck,
+    MismatchCheck,
     RewardCheck,
     SpikeCheck,
     TruncationCheck,
@@ -84,6 +85,11 @@ CASES: dict[str, tuple[Callable[[], Check], float, list[float]]] = {
         0.3,
         _noisy(150, 0.3, 0.01, 7) + _noisy(150, 30.0, 1.0, 8),
     ),
+    "mismatch": (
+        lambda: MismatchCheck("prob_mismatch", "training/rollout_probs_diff_mean", _E.mismatch),
+        0.02,
+        _noisy(150, 0.02, 0.002, 13) + [0.02 * 1.05**k for k in range(1, 151)],
+    ),
     "drift": (
         lambda: Screened("perf/mfu/actor"),
         0.3,
@@ -108,6 +114,7 @@ def test_every_per_step_check_class_is_covered() -> None:
         Screened,
         EntropyCheck,
         LengthCheck,
+        MismatchCheck,
         RewardCheck,
         SpikeCheck,
         TruncationCheck,

@@ -6,6 +6,7 @@ from streamwatch.checks.drift import DriftColumn, screen
 from streamwatch.checks.entropy import EntropyCheck
 from streamwatch.checks.hacking import HackingCheck
 from streamwatch.checks.length import LengthCheck, TruncationCheck
+from streamwatch.checks.mismatch import MismatchCheck
 from streamwatch.checks.remedies import REMEDIES
 from streamwatch.checks.reward import RewardCheck
 from streamwatch.checks.signal import NoSignalCheck
@@ -21,6 +22,7 @@ __all__ = [
     "EntropyCheck",
     "HackingCheck",
     "LengthCheck",
+    "MismatchCheck",
     "NoSignalCheck",
     "RewardCheck",
     "SpikeCheck",

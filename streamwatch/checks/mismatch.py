@@ -1,0 +1,92 @@
+"""Policy mismatch: the rollout engine's token probabilities drift away from the trainer's.
+
+The rollout engine (vLLM, SGLang) and the trainer (FSDP, Megatron) compute the same policy's
+token probabilities with different kernels and precision; the gap is small and steady in a
+healthy run, and when it grows the updates are off-policy in ways importance ratios cannot
+fix, which can collapse training by itself ("When Speed Kills Stability", 2025; verl
+``training/rollout_probs_diff_*``, NeMo RL ``token_mult_prob_error``, slime
+``train_rollout_logprob_abs_diff``). Its healthy level depends on the model, the engines and
+the hardware (vllm-project/vime#64: 0.013 on one node, 0.05 across nodes, for the same run),
+so the check judges a run against its own start: the smoothed gap ``ratio`` times its
+warm-up median or more, and ``robust_z`` warm-up sds above it, for ``persist`` steps in a
+row. A run that converged with a large but steady gap does not page.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import median
+
+from streamwatch.config import MismatchSettings
+from streamwatch.detectors import Ewma, Persistence
+from streamwatch.incidents import Finding, Kind, Severity
+
+__all__ = ["MismatchCheck"]
+
+_TINY = 1e-12
+
+
+class MismatchCheck:
+    """
+    >>> from streamwatch.config import MismatchSettings
+    >>> check = MismatchCheck("prob_mismatch", "training/rollout_probs_diff_mean",
+    ...                       MismatchSettings())
+    >>> healthy = [0.02, 0.021, 0.019, 0.022, 0.02, 0.018, 0.021, 0.02, 0.019, 0.02] * 3
+    >>> [f for step, x in enumerate(healthy) for f in check.update(step, x)]
+    []
+    >>> found = [f for step in range(30, 60) for f in check.update(step, 0.02 * 1.1 ** (step - 29))]
+    >>> found[0].step, found[0].severity.value
+    (45, 'warning')
+    """
+
+    kinds: tuple[Kind, ...] = (Kind.POLICY_MISMATCH,)
+
+    def __init__(self, indicator: str, metric: str, settings: MismatchSettings) -> None:
+        self.indicator = indicator
+        self.metric = metric
+        self.s = settings
+        self._warm: list[float] = []
+        self.ref = math.nan
+        self.noise = math.nan
+        self._smooth = Ewma(settings.smoothing)
+        self._high = Persistence(settings.persist)
+        self.since = -1
+
+    def update(self, step: int, x: float) -> list[Finding]:
+        gap = abs(x)  # a signed estimate (a KL, a mean log-ratio) drifts away from 0 either way
+        smooth = self._smooth.update(gap)
+        s = self.s
+        if len(self._warm) < s.warmup:
+            self._warm.append(gap)
+            if len(self._warm) == s.warmup:
+                self.ref = ref = max(median(self._warm), _TINY)
+                mad = 1.4826 * median(abs(v - ref) for v in self._warm)
+                self.noise = max(mad, s.noise_floor * ref)
+            return []
+        ratio = smooth / self.ref
+        z = (smooth - self.ref) / self.noise
+        high = ratio >= s.ratio and z >= s.robust_z
+        if high and self._high.streak == 0:
+            self.since = step
+        if not self._high.update(high):
+            return []
+        severity = Severity.CRITICAL if ratio >= s.critical_ratio else Severity.WARNING
+        return [
+            Finding(
+                Kind.POLICY_MISMATCH,
+                self.indicator,
+                self.metric,
+                severity,
+                step,
+                f"rollout and trainer disagree: {self.metric} is {ratio:.1f}x its level at the "
+                f"start ({self.ref:.3g}) for {self._high.streak} steps",
+                {
+                    "value": x,
+                    "smoothed": smooth,
+                    "reference": self.ref,
+                    "ratio_to_reference": ratio,
+                    "robust_z": z,
+                },
+                onset_step=self.since,
+            )
+        ]

@@ -1,0 +1,59 @@
+"""Policy mismatch: judged against the run's own level."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from streamwatch.checks import MismatchCheck
+from streamwatch.config import MismatchSettings
+from streamwatch.events import Event
+from streamwatch.incidents import Finding
+from streamwatch.monitor import Monitor
+
+
+def feed(values: list[float]) -> list[Finding]:
+    check = MismatchCheck("prob_mismatch", "training/rollout_probs_diff_mean", MismatchSettings())
+    return [f for step, x in enumerate(values, start=1) for f in check.update(step, x)]
+
+
+def noisy(rng: random.Random, level: float, n: int, sd: float = 0.3) -> list[float]:
+    return [level * math.exp(rng.gauss(0, sd)) for _ in range(n)]
+
+
+def test_healthy_gaps_at_any_level_raise_nothing() -> None:
+    for seed in range(30):
+        rng = random.Random(seed)
+        level = rng.choice([0.002, 0.013, 0.05, 0.5])
+        assert feed(noisy(rng, level, 600)) == [], seed
+
+
+def test_a_converged_run_with_a_large_steady_gap_does_not_page() -> None:
+    rng = random.Random(7)
+    assert feed([rng.uniform(0.15, 1.75) for _ in range(600)]) == []
+
+
+def test_a_gap_growing_fivefold_over_fifty_steps_is_found_while_it_grows() -> None:
+    delays = []
+    for seed in range(30):
+        rng = random.Random(seed)
+        ramp = [0.013 * 5 ** min(1.0, k / 50) * math.exp(rng.gauss(0, 0.3)) for k in range(100)]
+        found = feed(noisy(rng, 0.013, 100) + ramp)
+        assert found and found[0].step > 100, seed
+        delays.append(found[0].step - 100)
+    assert sorted(delays)[15] <= 50
+
+
+def test_the_engine_binds_the_frameworks_mismatch_metrics() -> None:
+    for metric in (
+        "training/rollout_probs_diff_mean",
+        "train/token_mult_prob_error",
+        "train/train_rollout_logprob_abs_diff",
+    ):
+        monitor = Monitor()
+        updates = []
+        for step in range(1, 80):
+            x = 0.02 if step < 40 else 0.02 * 1.2 ** (step - 39)
+            updates += monitor.process(Event(run_id="r", step=step, metrics={metric: x}))
+        kinds = {u.kind for u in updates}
+        assert kinds == {"policy_mismatch"}, (metric, kinds)
