@@ -182,6 +182,9 @@ class StragglerSettings(_Section):
     robust_z: float = Field(5.0, gt=0, description="distance from the peers' median in robust sds")
     ratio: float = Field(1.3, gt=1, description="and at least this many times slower")
     persist: int = Field(5, ge=1, description="consecutive steps")
+    behind_steps: int = Field(
+        10, ge=1, description="a source this many steps further behind the run than usual"
+    )
 
 
 class EngineConfig(_Section):
@@ -198,6 +201,15 @@ class EngineConfig(_Section):
     straggler: StragglerSettings = StragglerSettings()
     disabled_kinds: tuple[str, ...] = ()
     max_runs: int = Field(10_000, ge=1, description="runs tracked at once; the stalest is dropped")
+    resume_grace_steps: int = Field(
+        10,
+        ge=0,
+        description="after a resume: steps the spike, reward, mismatch and drift "
+        "checks are not fed (a resumed run's first steps are off)",
+    )
+    max_open_steps: int = Field(
+        64, ge=1, description="steps a series waits for every source (ranks apart, late)"
+    )
     max_series_per_run: int = Field(
         2_000, ge=1, description="metrics tracked per run; values of more are set aside"
     )

@@ -78,6 +78,7 @@ class Monitor:
             self.stats.events += 1
             return self._drain((run,))
         src = source_key(event.source) if event.source is not None else ""
+        run.heard_from(src, step, event.tags)
         metrics = event.metrics
         n = len(metrics)
         loss = run.loss_metric
@@ -95,11 +96,11 @@ class Monitor:
                 s = self._new_series(run, name, metrics, step, origin)
                 if s is None:
                     continue
-            if src == s.solo and step > s.pending_step and x - x == 0.0:
+            if src == s.solo and step > s.judged and x - x == 0.0:
                 # the hot path: one source, a finite value of a new step
-                s.pending_step = step
+                s.judged = step
                 col = s.drift
-                if col is not None and not s.special:
+                if col is not None and not s.special and step > run.grace_until:
                     generic.append((col, x))  # screened together, after the loop
                 else:
                     run.judge(s, step, x)

@@ -9,6 +9,7 @@ reported as did last step, or when a later step arrives; the checks see one valu
 from __future__ import annotations
 
 import fnmatch
+from bisect import insort
 from dataclasses import dataclass, field
 
 from streamwatch.checks import (
@@ -18,6 +19,7 @@ from streamwatch.checks import (
     DriftColumn,
     EntropyCheck,
     HackingCheck,
+    LagCheck,
     LengthCheck,
     MismatchCheck,
     NoSignalCheck,
@@ -55,6 +57,8 @@ _SIGNAL_OF = {
     Indicator.GRAD_NORM: "grad_norm",
 }
 _DRIFT_KINDS = DriftColumn.kinds
+#: the checks a resumed run's first steps are not fed to (a resume spikes them: slime#1695)
+_GRACED = {Kind.METRIC_SPIKE, Kind.REWARD_CHAOS, Kind.POLICY_MISMATCH}
 #: the run's one non-finite incident: its kind and indicator
 _NAN = (Kind.NONFINITE_METRIC, "metrics")
 
@@ -98,25 +102,34 @@ def drift_column(
     return DriftColumn(name, metric, cfg.drift)
 
 
+class Gathered:
+    """One step's values of one series so far, from several sources."""
+
+    __slots__ = ("k", "n", "total", "values")
+
+    def __init__(self) -> None:
+        self.total = 0.0  # of the finite values
+        self.n = 0  # sources heard, finite or not
+        self.k = 0  # finite values among them
+        self.values: list[tuple[str, float]] = []  # per source, for the straggler check
+
+
 class Series:
     """One metric of one run: its checks, and the gathering of a step's values across
     sources."""
 
     __slots__ = (
         "checks",
-        "closed",
         "component",
         "drift",
-        "expected",
         "feeds_hacking",
         "indicator",
+        "judged",
         "last_step",
         "metric",
         "name",
-        "pending_k",
-        "pending_n",
-        "pending_step",
-        "pending_sum",
+        "open",
+        "order",
         "pending_values",
         "per_source",
         "signal",
@@ -150,13 +163,10 @@ class Series:
             self.feeds_hacking or straggler is not None or self.signal is not None or component
         )
         self.last_step: dict[str, int] = {}
-        self.pending_step = -1
-        self.pending_sum = 0.0
-        self.pending_n = 0  # sources heard this step, finite or not
-        self.pending_k = 0  # finite values among them
-        self.pending_values: list[tuple[str, float]] = []
-        self.expected = 1  # sources that reported the previous step
-        self.closed = False  # the pending step was judged already
+        self.judged = -1  # the last step handed to the checks
+        self.open: dict[int, Gathered] = {}  # steps waiting for more sources
+        self.order: list[int] = []  # their steps, oldest first
+        self.pending_values: list[tuple[str, float]] = []  # the judged step's, per source
         # the only source, while there is one value a step (its step is not kept in last_step)
         self.solo: str | None = None
 
@@ -172,6 +182,7 @@ class RunState:
     hacking: HackingCheck = field(init=False)
     signal: NoSignalCheck = field(init=False)
     components: ComponentsCheck = field(init=False)
+    lag: LagCheck = field(init=False)
     stall: StallCheck = field(init=False)
     out: list[Incident] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -182,12 +193,15 @@ class RunState:
     refused: int = 0  # values of metrics past ``max_series_per_run``
     nan_values: list[tuple[Series, str, float]] = field(default_factory=list)  # this event's
     nan_step: int = -1  # the last step with a non-finite value, or counted healthy
+    grace_until: int = -1  # after a resume: the last step of its grace period
+    resumes: int = 0
 
     def __post_init__(self) -> None:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
         self.hacking = HackingCheck(self.cfg.hacking)
         self.signal = NoSignalCheck(self.cfg.signal)
         self.components = ComponentsCheck(self.cfg.hacking)
+        self.lag = LagCheck(self.cfg.straggler)
         self.stall = StallCheck(self.cfg.stall)
         self.disabled = frozenset(self.cfg.disabled_kinds)
 
@@ -255,44 +269,70 @@ class RunState:
     def value(self, s: Series, src: str, step: int, x: float, origin: str) -> None:
         """One value of one source: repeats, gathering across sources, non-finite values.
 
-        The Monitor handles the common case itself (one source, a finite value of a new
-        step: ``Series.solo``) and calls :meth:`judge` directly, without noting the step in
-        ``last_step``: the solo source's last step is the pending one, noted here.
+        A step waits until every source of the series reported it (ranks run a few steps
+        apart, or start at different times), for at most ``max_open_steps`` steps; then the
+        checks see its mean, steps in order. A value of a step judged already is counted, not
+        judged; one older than the open window is set aside. The Monitor handles the common
+        case itself (one source, a finite value of a new step: ``Series.solo``) and calls
+        :meth:`judge` directly, without noting the step in ``last_step``.
         """
         seen = s.last_step
         if s.solo is not None:
-            seen[s.solo] = s.pending_step
+            seen[s.solo] = s.judged
             s.solo = None
         last = seen.get(src, -1)
         if step <= last:
             self._set_aside_repeat(s, src, step, last, origin)
             return
         seen[src] = step
-        if step != s.pending_step:
-            if step < s.pending_step:
-                self._set_aside_late(s, src, step, x, origin)
-                return
-            if s.pending_n and not s.closed:
-                self.close(s)
-            if s.pending_step >= 0:
-                s.expected = s.pending_n or 1
-            s.pending_step = step
-            s.pending_n = 0
-            s.closed = False
-        s.pending_n += 1
-        if x - x == 0.0:  # finite (inf - inf and nan - nan are nan)
-            if s.closed:
-                return  # one source more than last step: counted for the next, not judged
-            s.pending_sum += x
-            s.pending_k += 1
+        finite = x - x == 0.0  # inf - inf and nan - nan are nan
+        g = s.open.get(step)
+        if g is None:
+            window = self.cfg.max_open_steps
+            while len(s.order) >= window and s.order[0] < step:
+                self._close_oldest(s, forced=True)
+            if step <= s.judged:
+                if s.judged - step >= window:
+                    self._set_aside_late(s, src, step, x, origin)
+                elif not finite:
+                    self.nonfinite(s, src, step, x)
+                return  # its step was judged already: counted, not judged
+            g = s.open[step] = Gathered()
+            if s.order and step < s.order[-1]:
+                insort(s.order, step)
+            else:
+                s.order.append(step)
+        g.n += 1
+        if finite:
+            g.total += x
+            g.k += 1
             if s.per_source:
-                s.pending_values.append((src, x))
+                g.values.append((src, x))
         else:
             self.nonfinite(s, src, step, x)
-        if not s.closed and s.pending_n >= s.expected:
-            self.close(s)
-            if s.pending_n == 1 and s.expected == 1:
-                s.solo = src  # one source, one value a step: the next values take the fast path
+        expected = len(seen)
+        while s.order and s.open[s.order[0]].n >= expected:
+            self._close_oldest(s)
+        if expected == 1 and not s.order:
+            s.solo = src  # one source, one value a step: the next values take the fast path
+
+    def _close_oldest(self, s: Series, forced: bool = False) -> None:
+        """Judge the oldest open step; ``forced``: before every source reported it, as the
+        window is full (a source that has not reached it in that long is dropped from the
+        series' sources until it reports again)."""
+        step = s.order.pop(0)
+        g = s.open.pop(step)
+        s.judged = step
+        if forced:
+            for src in [src for src, last in s.last_step.items() if last < step]:
+                del s.last_step[src]
+        if g.k == 0:
+            return
+        x = g.total / g.k
+        if x - x != 0.0:  # finite values whose sum overflows
+            return
+        s.pending_values = g.values
+        self.judge(s, step, x)
 
     def _set_aside_repeat(self, s: Series, src: str, step: int, last: int, origin: str) -> None:
         why = "repeats step" if step == last else f"goes back from step {last} to"
@@ -305,36 +345,24 @@ class RunState:
         self.problems.append(
             Problem(
                 origin,
-                f"{s.metric!r} from {src or 'its source'} arrived after step "
-                f"{s.pending_step} had started; value {x!r} not judged",
+                f"{s.metric!r} from {src or 'its source'} arrived after step {s.judged} was "
+                f"judged, more than {self.cfg.max_open_steps} steps late; value {x!r} not judged",
                 self.run_id,
                 step,
                 s.metric,
             )
         )
 
-    def close(self, s: Series) -> None:
-        """The step of a series is complete: hand its value to the checks."""
-        s.closed = True
-        k = s.pending_k
-        if k == 0:
-            return
-        step = s.pending_step
-        x = s.pending_sum / k
-        s.pending_k = 0
-        s.pending_sum = 0.0
-        if x - x != 0.0:  # finite values whose sum overflows
-            s.pending_values = []
-            return
-        self.judge(s, step, x)
-
     def judge(self, s: Series, step: int, x: float) -> None:
         """Hand one step's value of a series to its checks (when incidents are open, those
         that see health count towards resolving them)."""
+        graced = step <= self.grace_until
         col = s.drift
-        if col is not None:
+        if col is not None and not graced:
             self._report(_DRIFT_KINDS, s.name, step, screen(step, ((col, x),)))
         for check in s.checks:
+            if graced and not _GRACED.isdisjoint(check.kinds):
+                continue
             found = check.update(step, x)
             if found or self.book.open:
                 self._report(check.kinds, s.name, step, found)
@@ -374,10 +402,35 @@ class RunState:
             found = s.straggler.update(step, values)
             self._report(s.straggler.kinds, s.name, step, found)
 
-    def close_all(self) -> None:
+    def heard_from(self, src: str, step: int, tags: dict[str, str] | None) -> None:
+        """Every event with a source: a resume (its steps went back, or it says so), and the
+        ranks falling behind."""
+        lag = self.lag
+        resumed = tags is not None and tags.get("resumed", "").lower() in ("1", "true", "yes")
+        if lag.went_back(src, step) or (resumed and step > self.grace_until):
+            self.resume(step)
+        found = lag.heard(src, step)
+        if found or (self.book.open and step == lag.newest):
+            self._report(lag.kinds, "ranks", step, found)
+
+    def resume(self, step: int) -> None:
+        """The run restarted from a checkpoint at ``step``: its steps begin again there, and
+        for ``resume_grace_steps`` the checks a resume upsets are not fed."""
+        self.resumes += 1
+        self.grace_until = step + self.cfg.resume_grace_steps
+        self.lag.restart()
         for s in self.series.values():
-            if s.pending_n and not s.closed:
-                self.close(s)
+            s.open.clear()
+            s.order.clear()
+            s.last_step.clear()
+            s.solo = None
+            s.judged = step - 1
+
+    def close_all(self) -> None:
+        """End of input: judge every step still waiting for more sources."""
+        for s in self.series.values():
+            while s.order:
+                self._close_oldest(s)
 
     # -- findings -> incidents ------------------------------------------------------------
     def nonfinite(self, s: Series, src: str, step: int, x: float) -> None:

@@ -315,29 +315,34 @@ def ev(step: int, value: float, host: str = "node-0", rank: int = 0) -> Event:
     )
 
 
-def test_repeated_and_regressing_steps_are_set_aside_as_problems() -> None:
+def test_repeated_steps_are_set_aside_as_problems() -> None:
     monitor = Monitor()
     for step in range(1, 6):
         assert monitor.process(ev(step, 1.0)) == []
     assert monitor.drain_problems() == []
-    # a NaN would fire nonfinite_metric if these values reached the checks
+    # a NaN would fire nonfinite_metric if this value reached the checks
     assert monitor.process(ev(5, NAN)) == []
-    assert monitor.process(ev(3, NAN)) == []
-    problems = monitor.drain_problems()
-    assert [(p.run_id, p.metric, p.step) for p in problems] == [
-        ("r", "actor/pg_loss", 5),
-        ("r", "actor/pg_loss", 3),
-    ]
-    for problem in problems:
-        text = str(problem)
-        assert "'r'" in text and "actor/pg_loss" in text and f"step {problem.step}" in text
-    assert "repeats step 5" in problems[0].reason
-    assert "goes back from step 5 to 3" in problems[1].reason
-    assert monitor.drain_problems() == []
+    [problem] = monitor.drain_problems()
+    assert (problem.run_id, problem.metric, problem.step) == ("r", "actor/pg_loss", 5)
+    text = str(problem)
+    assert "'r'" in text and "actor/pg_loss" in text and "step 5" in text
+    assert "repeats step 5" in problem.reason
     assert monitor.firing() == []
     # the run goes on normally afterwards
     nan_later = monitor.process(ev(6, NAN))
     assert [(i.kind, i.step) for i in nan_later] == [("nonfinite_metric", 6)]
+
+
+def test_a_step_that_goes_back_is_a_resume_not_bad_input() -> None:
+    monitor = Monitor()
+    for step in range(1, 11):
+        monitor.process(ev(step, 1.0))
+    assert monitor.process(ev(4, 1.0)) == []  # resumed from the checkpoint of step 3
+    for step in range(5, 12):
+        assert monitor.process(ev(step, 1.0)) == []
+    assert monitor.drain_problems() == []
+    run = monitor.runs["r"]
+    assert (run.resumes, run.grace_until) == (1, 4 + EngineConfig().resume_grace_steps)
 
 
 def test_another_source_at_the_same_step_is_no_problem() -> None:

@@ -5,6 +5,7 @@ from streamwatch.checks.components import ComponentsCheck, is_component
 from streamwatch.checks.drift import DriftColumn, screen
 from streamwatch.checks.entropy import EntropyCheck
 from streamwatch.checks.hacking import HackingCheck
+from streamwatch.checks.lag import LagCheck
 from streamwatch.checks.length import LengthCheck, TruncationCheck
 from streamwatch.checks.mismatch import MismatchCheck
 from streamwatch.checks.remedies import REMEDIES
@@ -21,6 +22,7 @@ __all__ = [
     "DriftColumn",
     "EntropyCheck",
     "HackingCheck",
+    "LagCheck",
     "LengthCheck",
     "MismatchCheck",
     "NoSignalCheck",
