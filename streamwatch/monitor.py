@@ -89,6 +89,7 @@ class Monitor:
             items = self._too_many(run, step, metrics, origin)
         series = run.series
         generic: list[tuple[DriftColumn, float]] = []
+        grace = run.grace_until
         nonfinite = 0
         for name, x in items:
             s = series.get(name)
@@ -100,10 +101,10 @@ class Monitor:
                 # the hot path: one source, a finite value of a new step
                 s.judged = step
                 col = s.drift
-                if col is not None and not s.special and step > run.grace_until:
+                if col is not None and step > grace:
                     generic.append((col, x))  # screened together, after the loop
-                else:
-                    run.judge(s, step, x)
+                if s.checks or s.special:
+                    run.check(s, step, x)
                 continue
             if x - x != 0.0:  # nan or inf
                 nonfinite += 1

@@ -356,10 +356,15 @@ class RunState:
     def judge(self, s: Series, step: int, x: float) -> None:
         """Hand one step's value of a series to its checks (when incidents are open, those
         that see health count towards resolving them)."""
-        graced = step <= self.grace_until
         col = s.drift
-        if col is not None and not graced:
+        if col is not None and step > self.grace_until:
             self._report(_DRIFT_KINDS, s.name, step, screen(step, ((col, x),)))
+        self.check(s, step, x)
+
+    def check(self, s: Series, step: int, x: float) -> None:
+        """:meth:`judge` but for the drift screen (the Monitor screens an event's generic
+        values together)."""
+        graced = step <= self.grace_until
         for check in s.checks:
             if graced and not _GRACED.isdisjoint(check.kinds):
                 continue
