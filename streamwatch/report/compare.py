@@ -275,13 +275,17 @@ def _finish(p: _Prepared, alpha: float, level: float, single: bool) -> Indicator
     )
 
 
+#: bounds of a step's rewards, read by the no-learning-signal check: not a curve to compare
+_NOT_COMPARED = {Indicator.REWARD_MAX, Indicator.REWARD_MIN}
+
+
 def _names(
     base: Mapping[str, RunData], cand: Mapping[str, RunData], wanted: Sequence[str]
 ) -> list[str]:
     if wanted:
         return list(dict.fromkeys(wanted))
     present = {n for run in [*base.values(), *cand.values()] for n in run.primary}
-    return [i.value for i in Indicator if i.value in present]
+    return [i.value for i in Indicator if i.value in present and i not in _NOT_COMPARED]
 
 
 def compare(
