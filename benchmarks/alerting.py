@@ -29,10 +29,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamwatch.alerting.clock import SystemClock
 from streamwatch.alerting.config import AlertingConfig
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.testing import SilentListener
+from streamwatch.clock import SystemClock
 from streamwatch.replay import replay_files
 from streamwatch.simulate import FAULT_KINDS, Fault, RunSpec, simulate, write_jsonl
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from streamwatch.alerting.clock import ManualClock
 from streamwatch.alerting.config import (
     AlertingConfig,
     AlertingConfigError,
@@ -34,6 +33,7 @@ from streamwatch.alerting.silence import (
     silenced_by,
 )
 from streamwatch.alerting.testing import incident
+from streamwatch.clock import ManualClock
 from streamwatch.incidents import Incident
 
 
@@ -43,7 +43,6 @@ def replace(inc: Incident, **fields: object) -> Incident:
 
 
 MODULES = [
-    "clock",
     "config",
     "decide",
     "group",

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from streamwatch.alerting.clock import SystemClock
 from streamwatch.alerting.config import AlertingConfig
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.notify.webhook import MESSAGE_ID_HEADER
@@ -22,6 +21,7 @@ from streamwatch.alerting.testing import (
     free_port,
     incident,
 )
+from streamwatch.clock import SystemClock
 from streamwatch.incidents import Incident
 
 clock = SystemClock()

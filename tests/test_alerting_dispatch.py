@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from streamwatch.alerting.clock import ManualClock
 from streamwatch.alerting.config import AlertingConfig
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.silence import add_silence
 from streamwatch.alerting.testing import RecordingReceiver, incident
+from streamwatch.clock import ManualClock
 from streamwatch.incidents import Incident
 
 GROUP_WAIT = 10.0

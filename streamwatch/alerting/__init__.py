@@ -14,7 +14,7 @@ threads and HTTP):
 - :mod:`~streamwatch.alerting.retry`, :mod:`~streamwatch.alerting.spool`,
   :mod:`~streamwatch.alerting.delivery`: retries with backoff, the durable spool, the sent-log
 - :mod:`~streamwatch.alerting.dispatcher`: ``Dispatcher``, the ``send(inc)``/``close()`` sink
-- :mod:`~streamwatch.alerting.clock`: the only wall-clock reader; ``ManualClock`` for tests
+- time comes from :mod:`streamwatch.clock` (``ManualClock`` for tests)
 - :mod:`~streamwatch.alerting.testing`: a scriptable HTTP receiver for tests
 - :mod:`~streamwatch.alerting.cli`: argparse helpers for the ``streamwatch`` command
 """

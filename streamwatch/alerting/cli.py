@@ -20,7 +20,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from streamwatch.alerting.clock import SystemClock
 from streamwatch.alerting.config import (
     AlertingConfig,
     AlertingConfigError,
@@ -30,6 +29,7 @@ from streamwatch.alerting.config import (
 )
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.silence import add_silence, expire_silence, parse_duration, read_silences
+from streamwatch.clock import SystemClock
 from streamwatch.incidents import KINDS
 
 __all__ = [

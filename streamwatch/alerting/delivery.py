@@ -19,13 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from streamwatch.alerting.clock import Clock
 from streamwatch.alerting.config import DeliveryConfig
 from streamwatch.alerting.message import Message
 from streamwatch.alerting.notify.http import Notifier, Poster
 from streamwatch.alerting.redact import Redactor
 from streamwatch.alerting.retry import plan_retry
 from streamwatch.alerting.spool import FailedLog, SentLog, Spool
+from streamwatch.clock import Clock
 
 __all__ = ["Outbox", "Outcome"]
 

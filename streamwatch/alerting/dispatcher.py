@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamwatch.alerting.clock import Clock, SystemClock
 from streamwatch.alerting.config import AlertingConfig, Receiver
 from streamwatch.alerting.decide import Decision, decide_update
 from streamwatch.alerting.delivery import Outbox, Outcome
@@ -32,6 +31,7 @@ from streamwatch.alerting.redact import Redactor, safe_url
 from streamwatch.alerting.route import receivers_for
 from streamwatch.alerting.silence import Silence, SilenceFile
 from streamwatch.alerting.spool import FailedLog, IncidentSpill, SentLog, Spool
+from streamwatch.clock import Clock, SystemClock
 from streamwatch.incidents import Incident, Status
 
 __all__ = ["CloseReport", "DecisionRecord", "Dispatcher"]
@@ -93,7 +93,7 @@ class Dispatcher:
     timing (timeouts, backoff, Retry-After) uses ``delivery_clock``, the real one by default.
     ``rng`` draws the backoff jitter (seed it for repeatable tests). With
     ``background=False`` no scheduler thread runs and the caller calls :meth:`poll` (tests on
-    a :class:`~streamwatch.alerting.clock.ManualClock`). ``posters`` replaces the HTTP poster
+    a :class:`~streamwatch.clock.ManualClock`). ``posters`` replaces the HTTP poster
     of the named receivers (a custom transport).
     """
 

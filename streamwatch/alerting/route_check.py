@@ -12,12 +12,12 @@ import argparse
 import tempfile
 from typing import Any, TextIO
 
-from streamwatch.alerting.clock import SystemClock
 from streamwatch.alerting.config import AlertingConfig, Route
 from streamwatch.alerting.decide import decide_update
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.route import describe_route, explain_routes, receivers_for
 from streamwatch.alerting.silence import Silence, read_silences
+from streamwatch.clock import SystemClock
 from streamwatch.incidents import KINDS, Incident, Severity, Status, fingerprint
 
 __all__ = ["add_arguments", "check_routes", "sample_incident"]

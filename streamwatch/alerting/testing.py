@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from streamwatch.alerting.clock import SystemClock
+from streamwatch.clock import SystemClock
 from streamwatch.incidents import Incident, Severity, Status, fingerprint
 
 __all__ = [

@@ -17,10 +17,10 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from streamwatch import __version__
-from streamwatch.alerting.clock import Clock
 from streamwatch.alerting.message import Message
 from streamwatch.alerting.redact import Redactor
 from streamwatch.alerting.retry import SendResult, parse_retry_after
+from streamwatch.clock import Clock
 
 __all__ = ["USER_AGENT", "HttpPoster", "HttpRequest", "Notifier", "Poster", "classify"]
 

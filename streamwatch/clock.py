@@ -1,7 +1,8 @@
-"""Time for the alerting layer: the only module that reads the wall clock.
+"""Time: the one module that reads the wall clock and the monotonic clock.
 
-Decisions take ``now`` as an argument; the dispatcher asks its :class:`Clock` once per step
-and passes the value down. Tests use :class:`ManualClock` and move time by hand.
+Code that needs the time takes a :class:`Clock` and asks it; decisions get ``now`` passed
+down as a number. :class:`SystemClock` reads the real clocks; tests use :class:`ManualClock`
+and move time by hand.
 
 >>> clock = ManualClock(1000.0)
 >>> clock.advance(2.5)
@@ -20,7 +21,7 @@ __all__ = ["Clock", "ManualClock", "SystemClock"]
 
 class Clock(Protocol):
     def now(self) -> float:
-        """Unix seconds (for timestamps, expiry and notification times)."""
+        """Unix seconds (for timestamps, expiry, silence since an event arrived)."""
         ...
 
     def monotonic(self) -> float:
@@ -29,7 +30,7 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The real clock."""
+    """The real clocks."""
 
     def now(self) -> float:
         return time.time()
@@ -39,7 +40,7 @@ class SystemClock:
 
 
 class ManualClock:
-    """A clock that moves only when told to. Thread-safe."""
+    """A clock that moves only when told to (both readings together). Thread-safe."""
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
         self._start = start
