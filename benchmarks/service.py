@@ -40,8 +40,8 @@ from typing import Any
 from streamwatch.config import Config
 from streamwatch.incidents import Incident, Status
 from streamwatch.kafka_tools import TopicSpec, ensure_topics
+from streamwatch.live import Service, ServiceSettings
 from streamwatch.monitor import Monitor
-from streamwatch.service import Service, ServiceSettings
 from streamwatch.sources.kafka import KafkaConnection, decode_message
 
 PARTITIONS = 4

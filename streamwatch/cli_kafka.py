@@ -271,7 +271,7 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 def _run(args: argparse.Namespace) -> int:
     from streamwatch.alerting.cli import build_dispatcher
     from streamwatch.config import load_config
-    from streamwatch.service import Service, ServiceSettings
+    from streamwatch.live import Service, ServiceSettings
 
     settings = ServiceSettings(
         connection=_connection(args),

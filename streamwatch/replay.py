@@ -12,21 +12,18 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import TextIO
 
 from streamwatch.config import Config
 from streamwatch.events import Problem
 from streamwatch.incidents import Incident, Severity, Status
 from streamwatch.monitor import Monitor
+from streamwatch.sinks.base import Sink
 from streamwatch.sources import FileSource
 
-__all__ = ["ReplayResult", "Sink", "format_summary", "replay_files"]
+__all__ = ["ReplayResult", "format_summary", "replay_files"]
 
 _KEPT_PROBLEMS = 1000
-
-
-class Sink(Protocol):
-    def send(self, inc: Incident) -> None: ...
 
 
 @dataclass

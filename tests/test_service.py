@@ -27,13 +27,14 @@ import pytest
 from kafka_broker import OwnBroker
 
 from streamwatch.cli_kafka import main as kafka_main
+from streamwatch.clock import ManualClock
 from streamwatch.config import Config, EngineConfig
 from streamwatch.events import Event, Source, finished_event
 from streamwatch.incidents import Incident
 from streamwatch.kafka_tools import _Pacer, record_topic
+from streamwatch.live import Service, ServiceSettings
 from streamwatch.monitor import Monitor
 from streamwatch.replay import replay_files
-from streamwatch.service import ManualClock, Service, ServiceSettings
 from streamwatch.simulate import Fault, RunSpec, simulate, write_jsonl
 from streamwatch.sources import FileSource
 from streamwatch.sources.kafka import KafkaConnection
@@ -377,7 +378,7 @@ def test_a_new_owner_drops_the_updates_its_predecessor_published_but_never_commi
     def crash_before_commit(stop: threading.Event, only: set[int] | None = None) -> None:
         """From here on nothing more is committed, as if the process died each time."""
 
-    service._commit = crash_before_commit  # type: ignore[method-assign]
+    service.committer.commit = crash_before_commit  # type: ignore[method-assign]
     published_before = service.counts.incidents
     publish(bootstrap, names.topic, second)
     wait_for(lambda: service.counts.events == len(lines), "the second part")
@@ -473,19 +474,18 @@ def test_stall_fires_on_the_service_clock_and_resolves_when_events_return(
     out = tmp_path / "incidents.jsonl"
     _, background, clock = ten_steps_on_a_manual_clock(bootstrap, names, out, "slow", 1.0)
     try:
-        time.sleep(0.3)  # several ticks at the same time: no stall yet
-        assert jsonl_lines(out) == []
-        clock.advance(1000.0)
+        clock.advance(10.0)  # the service's schedule runs on its clock too: a tick is due
+        time.sleep(0.3)
+        assert jsonl_lines(out) == []  # 11 s of silence: no stall yet
+        clock.advance(990.0)
         wait_for(lambda: len(jsonl_lines(out)) == 1, "the stall")
         stalled = Incident.model_validate_json(jsonl_lines(out)[0])
         assert (stalled.kind, stalled.status.value, stalled.step) == ("run_stalled", "firing", 9)
-        assert stalled.ts == clock.time()
+        assert stalled.ts == clock.now()
         # silence on the service's clock: from when the last event arrived
-        assert stalled.evidence["silent_seconds"] == pytest.approx(1000.0)
+        assert stalled.evidence["silent_seconds"] == pytest.approx(1000.0 + 10.0)
 
-        produce(
-            bootstrap, names.topic, [(b"slow", event_bytes("slow", 10, clock.time(), loss=1.0))]
-        )
+        produce(bootstrap, names.topic, [(b"slow", event_bytes("slow", 10, clock.now(), loss=1.0))])
         wait_for(lambda: len(jsonl_lines(out)) == 2, "the resolution")
         resolved = Incident.model_validate_json(jsonl_lines(out)[1])
         assert (resolved.kind, resolved.status.value, resolved.step) == (
@@ -507,7 +507,7 @@ def test_a_node_whose_clock_is_behind_is_not_taken_for_stalled(
     _, background, clock = ten_steps_on_a_manual_clock(bootstrap, names, out, "skew", 600.0)
     try:
         clock.advance(100.0)  # still within the limit since the events arrived
-        time.sleep(0.5)  # ticks
+        time.sleep(0.5)  # a tick (due on the service's clock)
         assert jsonl_lines(out) == []
         clock.advance(100.0)
         wait_for(lambda: len(jsonl_lines(out)) == 1, "the stall")
@@ -554,18 +554,19 @@ def test_the_end_of_run_marker_reaches_the_sinks(bootstrap: str, names: Names) -
 # -- status and lag ---------------------------------------------------------------------------
 
 
+STATUS_LOGGERS = ("streamwatch.live.status", "streamwatch.live.service")
+
+
 def status_lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
     return [
-        r.getMessage()
-        for r in caplog.records
-        if r.name == "streamwatch.service" and r.levelno == level
+        r.getMessage() for r in caplog.records if r.name in STATUS_LOGGERS and r.levelno == level
     ]
 
 
 def test_status_lines_report_rate_runs_and_lag(
     bootstrap: str, names: Names, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="streamwatch.service")
+    caplog.set_level(logging.INFO, logger="streamwatch.live")
     messages = [
         (run.encode(), event_bytes(run, step, 1_700_000_000.0 + step, loss=1.0))
         for step in range(100)
@@ -578,7 +579,7 @@ def test_status_lines_report_rate_runs_and_lag(
         wait_for(lambda: service.counts.events == len(messages), "the events")
         wait_for(
             lambda: any(
-                "3 run(s) watched" in line and line.endswith("0 messages not yet read")
+                "3 run(s) watched" in line and "; 0 messages not yet read;" in line
                 for line in status_lines(caplog, logging.INFO)
             ),
             "a status line after catching up",
@@ -594,7 +595,7 @@ def test_a_service_far_behind_its_input_says_so(
 ) -> None:
     """A backlog of wide events (1,000 metrics each) takes longer to judge than a status
     interval: the service warns that incidents come late, then catches up."""
-    caplog.set_level(logging.INFO, logger="streamwatch.service")
+    caplog.set_level(logging.INFO, logger="streamwatch.live")
     metrics = {f"m/{i}": float(i) for i in range(1000)}
     messages = [
         (
@@ -1032,9 +1033,9 @@ class _FlakyProducer:
 
 
 def test_the_outbox_resends_what_failed_and_remembers_acknowledged_offsets() -> None:
-    from streamwatch.sinks.kafka import Outbox, OutRecord
+    from streamwatch.sinks.kafka import OutRecord, RecordOutbox
 
-    outbox = Outbox(_FlakyProducer())
+    outbox = RecordOutbox(_FlakyProducer())
     outbox.send(OutRecord("t", b"a", None, 0))
     outbox.send(OutRecord("t", b"b", None, 0))
     assert not outbox.flush()  # both failed: sent again, not yet acknowledged

@@ -1,11 +1,11 @@
 """Kafka as a sink: one producer for incidents, dead letters and state checkpoints.
 
-:class:`Outbox` wraps a kafka-python producer (idempotent, ``acks=all``) and keeps every
-record until the broker has acknowledged it: :meth:`Outbox.flush` waits, re-sends what failed
+:class:`RecordOutbox` wraps a kafka-python producer (idempotent, ``acks=all``) and keeps every
+record until the broker has acknowledged it: :meth:`RecordOutbox.flush` waits, re-sends what failed
 with a retriable error and says whether everything is delivered. The service commits consumer
 offsets only after a successful flush, so a record is never lost between the engine and the
 broker. The outbox also remembers the highest acknowledged offset of each partition it wrote,
-which a checkpoint records (see :mod:`streamwatch.checkpoints`).
+which a checkpoint records (see :mod:`streamwatch.live.checkpoints`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ __all__ = [
     "DEAD_LETTER_VALUE_BYTES",
     "HEADER_PREFIX",
     "OutRecord",
-    "Outbox",
+    "RecordOutbox",
     "dead_letter_record",
     "incident_record",
     "make_producer",
@@ -99,7 +99,7 @@ def dead_letter_record(
     return OutRecord(topic, original, key, None, headers)
 
 
-class Outbox:
+class RecordOutbox:
     """Records on their way to the brokers, kept until acknowledged."""
 
     def __init__(self, producer: Any) -> None:
@@ -167,6 +167,18 @@ class Outbox:
             left.append((record, self._send(record)))
         self._pending = left
         return not left
+
+    def flush_sent(self, timeout: float) -> Exception | None:
+        """Wait for what was handed to the producer, from any thread (the pending list is
+        left to :meth:`flush`); returns the client's error, if any."""
+        from kafka.errors import KafkaError
+
+        try:
+            self.producer.flush(timeout=timeout)
+        except KafkaError as exc:
+            error: Exception = exc
+            return error
+        return None
 
     def close(self, timeout: float = 10.0) -> None:
         self.producer.close(timeout=timeout)

@@ -1,7 +1,7 @@
 """Which partitions of the metrics topic one service process owns, and the runs in them.
 
 The consumer group moves partitions between processes (a process joins, leaves, dies, or
-the brokers restart). kafka-python reports the changes on its network thread, while the
+the brokers restart). The consumer reports the changes on its own thread, while the
 service's loop waits in ``poll``; :class:`Listener` only queues them, and the loop applies
 them (:meth:`Ownership.apply`) before it processes what ``poll`` returned:
 
@@ -11,7 +11,9 @@ them (:meth:`Ownership.apply`) before it processes what ``poll`` returned:
   where this process stopped), forgets the others (their runs leave the Monitor) and takes
   the new ones: their runs' checkpoints are installed, the consumer starts after what the
   checkpoints include, and the incident updates the previous owner published after its
-  last commit are read back so that they are not published twice;
+  last commit are read back so that they are not published twice. A checkpoint that cannot
+  be restored (another snapshot version, a damaged record) is logged and its run starts
+  afresh (counted in :attr:`Ownership.fresh`);
 * lost partitions (this process was evicted) are forgotten at once.
 """
 
@@ -21,13 +23,9 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
 
-from kafka import TopicPartition
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import IllegalStateError
-
-from streamwatch.checkpoints import Checkpoints, Loaded
+from streamwatch.live.checkpoints import Checkpoints, Loaded
+from streamwatch.live.consumer import Consumer, NotAssigned, Partition
 from streamwatch.monitor import Monitor
 
 __all__ = ["Listener", "Ownership"]
@@ -42,7 +40,7 @@ class Ownership:
         self,
         *,
         topic: str,
-        consumer: Any,
+        consumer: Consumer,
         monitor: Monitor,
         checkpoints: Checkpoints | None,
         incidents_topic: str,
@@ -69,11 +67,12 @@ class Ownership:
         self.committed: dict[int, int] = {}
         self.dirty: dict[int, set[str]] = {}  # runs changed since the last checkpoint
         self.restored = 0
+        self.fresh = 0  # runs whose checkpoint could not be restored
         self._published: dict[str, Counter[str]] = {}
         self._floor_at_take: dict[int, int] = {}
 
     # -- the listener's side (network thread) ----------------------------------------------------
-    def queue(self, kind: str, partitions: Iterable[Any]) -> None:
+    def queue(self, kind: str, partitions: Iterable[Partition]) -> None:
         ours = {tp.partition for tp in partitions if tp.topic == self.topic}
         with self._lock:
             self._events.append((kind, ours))
@@ -157,16 +156,18 @@ class Ownership:
             for cp in loaded.runs.values():
                 try:
                     run_id = self.monitor.restore(cp.state)
-                except Exception as exc:  # another engine version's state, say
+                except Exception as exc:  # ValueError: another snapshot version, say
                     log.error(
-                        "run %s: checkpoint not restored (%s); the run starts afresh from "
+                        "run %s: checkpoint not restored (%s: %s); the run starts afresh from "
                         "offset %d of partition %d",
                         cp.run_id,
+                        type(exc).__name__,
                         exc,
                         cp.offset,
                         p,
                     )
                     self.skip_below[cp.run_id] = cp.offset
+                    self.fresh += 1
                     continue
                 self.run_partition[run_id] = p
                 self.skip_below[run_id] = cp.offset
@@ -191,8 +192,8 @@ class Ownership:
 
     def _seek(self, p: int, offset: int) -> None:
         try:
-            self.consumer.seek(TopicPartition(self.topic, p), offset)
-        except IllegalStateError:  # revoked again meanwhile: the next events say so
+            self.consumer.seek(Partition(self.topic, p), offset)
+        except NotAssigned:  # revoked again meanwhile: the next events say so
             log.info("partition %d is no longer assigned", p)
 
     def _learn_published(self, p: int, loaded: Loaded, start: int | None) -> int:
@@ -217,21 +218,21 @@ class Ownership:
         return found
 
 
-class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Runs on the consumer's network thread while the loop waits in ``poll``: flushes what
-    was sent (the producer has its own thread) and queues what changed."""
+class Listener:
+    """Runs on the consumer's own thread while the loop waits in ``poll``: flushes what was
+    sent (the producer has its own thread) and queues what changed."""
 
     def __init__(self, ownership: Ownership, flush: Callable[[], None]) -> None:
         self.ownership = ownership
         self.flush = flush
 
-    def on_partitions_revoked(self, revoked: Iterable[Any]) -> None:
+    def on_revoked(self, partitions: set[Partition]) -> None:
         self.flush()  # the next owner reads back what was published for these partitions
-        self.ownership.queue("revoked", revoked)
+        self.ownership.queue("revoked", partitions)
 
-    def on_partitions_assigned(self, assigned: Iterable[Any]) -> None:
-        self.ownership.queue("assigned", assigned)
+    def on_assigned(self, partitions: set[Partition]) -> None:
+        self.ownership.queue("assigned", partitions)
 
-    def on_partitions_lost(self, lost: Iterable[Any]) -> None:
+    def on_lost(self, partitions: set[Partition]) -> None:
         self.flush()
-        self.ownership.queue("lost", lost)
+        self.ownership.queue("lost", partitions)

@@ -26,14 +26,14 @@ state is a pickle: only the service itself may write to the state topic (broker 
 from __future__ import annotations
 
 import logging
-import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamwatch.live.consumer import Record, TopicReader
 from streamwatch.monitor import Monitor
-from streamwatch.sinks.kafka import HEADER_PREFIX, Outbox, OutRecord
+from streamwatch.sinks.kafka import HEADER_PREFIX, OutRecord, RecordOutbox
 
 __all__ = ["Checkpoints", "Loaded", "RunCheckpoint"]
 
@@ -45,14 +45,12 @@ _OFFSET = HEADER_PREFIX + "offset"
 _FLOOR = HEADER_PREFIX + "floor"
 _GROUP = HEADER_PREFIX + "group"
 _SEP = "\x1f"
-_READ_TIMEOUT_S = 120.0
-_CALL_TIMEOUT_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
 class RunCheckpoint:
     run_id: str
-    state: bytes  # for Monitor.restore
+    state: bytes  # for Monitor.restore (which says why it cannot be restored)
     offset: int  # the state includes the run's messages below this offset
     floor: int  # incidents-topic offset from which later updates can appear
 
@@ -73,28 +71,36 @@ class Loaded:
         return min(floors) if floors else None
 
 
+def _inflate(value: bytes) -> bytes:
+    """A run record's state; a record that is not zlib data is passed on as it is, for
+    :meth:`Monitor.restore` to refuse with its reason."""
+    try:
+        return zlib.decompress(value)
+    except zlib.error:
+        return value
+
+
 class Checkpoints:
     """Writes and reads one group's checkpoints of one metrics topic."""
 
     def __init__(
         self,
-        client_kwargs: dict[str, Any],
+        reader: TopicReader,
         *,
         group: str,
         topic: str,
         state_topic: str,
         state_partitions: int,
         incidents_topic: str,
-        outbox: Outbox,
+        outbox: RecordOutbox,
     ) -> None:
-        self.client_kwargs = client_kwargs
+        self.reader = reader
         self.group = group
         self.topic = topic
         self.state_topic = state_topic
         self.state_partitions = state_partitions
         self.incidents_topic = incidents_topic
         self.outbox = outbox
-        self._reader: Any = None
 
     # -- writing ----------------------------------------------------------------------------
     def _key(self, partition: int, kind: str, name: str = "") -> bytes:
@@ -140,44 +146,11 @@ class Checkpoints:
         )
 
     # -- reading ----------------------------------------------------------------------------
-    def _consumer(self) -> Any:
-        if self._reader is None:
-            from kafka import KafkaConsumer
-
-            self._reader = KafkaConsumer(
-                **self.client_kwargs,
-                group_id=None,
-                enable_auto_commit=False,
-                fetch_max_wait_ms=50,
-            )
-        return self._reader
-
-    def _read(self, topic: str, partition: int, start: int | None) -> list[Any]:
-        """Every record of one partition from ``start`` (None: the beginning) to its end now."""
-        from kafka import TopicPartition
-
-        consumer = self._consumer()
-        tp = TopicPartition(topic, partition)
-        consumer.assign([tp])
-        end = consumer.end_offsets([tp], timeout_ms=_CALL_TIMEOUT_MS)[tp]
-        if start is None:
-            consumer.seek_to_beginning(tp)
-        else:
-            consumer.seek(tp, start)
-        records: list[Any] = []
-        deadline = time.monotonic() + _READ_TIMEOUT_S
-        while consumer.position(tp, timeout_ms=_CALL_TIMEOUT_MS) < end:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic}[{partition}] up to offset {end} timed out")
-            for batch in consumer.poll(timeout_ms=200).values():
-                records.extend(r for r in batch if r.offset < end)
-        return records
-
     def load(self, partition: int) -> Loaded:
         """The latest checkpoint of every run of a partition and its last partition record."""
         prefix = _SEP.join((self.group, self.topic, str(partition), "")).encode()
-        latest: dict[bytes, Any] = {}  # the log is compacted lazily: keep each key's last
-        for record in self._read(self.state_topic, partition % self.state_partitions, None):
+        latest: dict[bytes, Record] = {}  # the log is compacted lazily: keep each key's last
+        for record in self.reader.read(self.state_topic, partition % self.state_partitions, None):
             key = record.key or b""
             if key.startswith(prefix):
                 latest[key] = record
@@ -192,15 +165,14 @@ class Checkpoints:
                 loaded.floor = floor
             elif record.value:
                 run_id = key[len(prefix) :].decode().split(_SEP, 1)[1]
-                state = zlib.decompress(record.value)
-                loaded.runs[run_id] = RunCheckpoint(run_id, state, offset, floor)
+                loaded.runs[run_id] = RunCheckpoint(run_id, _inflate(record.value), offset, floor)
         return loaded
 
     def published(self, incidents_partition: int, start: int | None) -> dict[str, Counter[str]]:
         """Incident lines this group published on a partition from ``start``, by run id."""
         out: dict[str, Counter[str]] = {}
         group = self.group.encode()
-        for record in self._read(self.incidents_topic, incidents_partition, start):
+        for record in self.reader.read(self.incidents_topic, incidents_partition, start):
             headers = dict(record.headers or ())
             if headers.get(_GROUP) != group or record.key is None or record.value is None:
                 continue
@@ -208,12 +180,7 @@ class Checkpoints:
         return out
 
     def end_offset(self, topic: str, partition: int) -> int:
-        from kafka import TopicPartition
-
-        tp = TopicPartition(topic, partition)
-        return int(self._consumer().end_offsets([tp], timeout_ms=_CALL_TIMEOUT_MS)[tp])
+        return self.reader.end_offset(topic, partition)
 
     def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        self.reader.close()

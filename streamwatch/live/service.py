@@ -1,0 +1,432 @@
+"""The live service: metric events from Kafka through the engine to incident sinks.
+
+One :class:`Service` process runs one :class:`~streamwatch.monitor.Monitor` over the
+partitions the consumer group gives it (messages are keyed by run id, so a partition owns
+its runs). Each message is decoded (:mod:`streamwatch.sources.kafka`) and given to
+:meth:`Monitor.process <streamwatch.monitor.Monitor.process>`; what cannot be used goes,
+unchanged, to the dead-letter topic with the reason: a message that cannot be decoded, and
+one on which the engine raised (reason ``engine_error``, the exception as the detail; the
+service goes on with the next). Incident updates go to the console, an append-only JSONL
+file, extra sinks and the incidents topic (:mod:`streamwatch.live.emit`).
+
+Offsets are committed with the runs' checkpoints (:mod:`streamwatch.live.commit`,
+:mod:`streamwatch.live.checkpoints`), so when partitions move to another process the new
+owner continues each run where it was (:mod:`streamwatch.live.ownership`).
+
+The service reads time only from its :class:`~streamwatch.clock.Clock`: ``now()`` for when
+events arrive and stall checks, ``monotonic()`` for its schedules.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+from streamwatch.clock import Clock, SystemClock
+from streamwatch.config import Config
+from streamwatch.events import Event, is_finished
+from streamwatch.incidents import Incident
+from streamwatch.kafka_tools import TopicSpec
+from streamwatch.live.checkpoints import Checkpoints
+from streamwatch.live.commit import Committer
+from streamwatch.live.consumer import (
+    Broker,
+    BrokerUnavailable,
+    ClientError,
+    Consumer,
+    Partition,
+    Record,
+)
+from streamwatch.live.emit import Emitter
+from streamwatch.live.ownership import Listener, Ownership
+from streamwatch.live.settings import ServiceSettings
+from streamwatch.live.status import ServiceCounts, StatusLine, Throttle
+from streamwatch.monitor import Monitor
+from streamwatch.report.live import LiveReport
+from streamwatch.sinks import ConsoleSink, JsonlSink, Sink
+from streamwatch.sinks.kafka import RecordOutbox
+from streamwatch.sources.kafka import decode_message
+
+__all__ = ["ENGINE_ERROR", "Service"]
+
+log = logging.getLogger(__name__)
+
+#: The dead-letter reason of a record on which the engine raised.
+ENGINE_ERROR = "engine_error"
+#: Records awaiting acknowledgement beyond which the loop waits for them before going on.
+_MAX_PENDING = 10_000
+_AWAY_WAIT_S = 0.2
+
+
+class _Running:
+    """What exists only while the service runs (opened by :meth:`Service.run`)."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        outbox: RecordOutbox,
+        ownership: Ownership,
+        emitter: Emitter,
+        committer: Committer,
+        checkpoints: Checkpoints | None,
+    ) -> None:
+        self.consumer = consumer
+        self.outbox = outbox
+        self.ownership = ownership
+        self.emitter = emitter
+        self.committer = committer
+        self.checkpoints = checkpoints
+
+
+class Service:
+    """Consume, detect, publish. ``run`` blocks until ``stop`` is set or the input is idle.
+
+    ``broker`` gives the Kafka clients (by default kafka-python's, from the settings'
+    connection; :class:`streamwatch.live.testing.FakeBroker` in tests).
+    """
+
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        config: Config | None = None,
+        *,
+        clock: Clock | None = None,
+        sinks: Sequence[Sink] = (),
+        console: TextIO | None = None,
+        broker: Broker | None = None,
+    ) -> None:
+        self.settings = settings
+        self.config = config or Config()
+        self.clock: Clock = clock or SystemClock()
+        self.broker = broker
+        # stalls are judged on ticks of this process's clock only (see _tick): sweeps on event
+        # time would compare the clocks of different nodes
+        self.monitor = Monitor(self.config, sweep_seconds=math.inf)
+        self._heard: dict[str, float] = {}  # run id -> when its last event was received
+        self.counts = ServiceCounts()
+        self._sinks: list[Sink] = []
+        if settings.console:
+            self._sinks.append(
+                ConsoleSink(console or sys.stdout, min_severity=settings.console_severity)
+            )
+        self._extra_sinks = list(sinks)
+        self._live = (
+            LiveReport(
+                settings.report_out, config=self.config, refresh_seconds=settings.report_seconds
+            )
+            if settings.report_out is not None
+            else None
+        )
+        self._throttle = Throttle(log, self.clock)
+        self._running: _Running | None = None
+        self.started = threading.Event()
+        self._stop = threading.Event()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def run(
+        self, stop: threading.Event | None = None, *, max_idle: float | None = None
+    ) -> ServiceCounts:
+        """Serve until ``stop`` is set (commit and leave) or, with ``max_idle``, until no
+        message came for that many seconds: then the input counts as finished, and pending
+        steps are judged as a replay does at the end of its files."""
+        stop = stop or threading.Event()
+        self._stop = stop
+        try:
+            self._open()
+            self.started.set()
+            self._loop(stop, max_idle)
+        finally:
+            self._close()
+        return self.counts
+
+    def _kafka(self) -> Broker:
+        if self.broker is None:
+            from streamwatch.live.kafka import KafkaBroker
+
+            s = self.settings
+            self.broker = KafkaBroker(
+                s.connection.client_kwargs(),
+                session_timeout_ms=s.session_timeout_ms,
+                fetch_max_wait_ms=s.fetch_max_wait_ms,
+                max_message_bytes=s.max_message_bytes,
+                clock=self.clock,
+            )
+        return self.broker
+
+    def _topics(self) -> dict[str, TopicSpec]:
+        s = self.settings
+        specs = {s.topic: TopicSpec(s.partitions, s.replication_factor)}
+        for extra in (s.incidents_topic, s.dead_letter_topic):
+            if extra:
+                specs[extra] = TopicSpec(s.partitions, s.replication_factor)
+        if s.state_topic:
+            specs[s.state_topic] = TopicSpec.state(s.partitions, s.replication_factor)
+        return specs
+
+    def _open(self) -> None:
+        s = self.settings
+        broker = self._kafka()
+        partitions = broker.ensure_topics(self._topics())
+        outbox = RecordOutbox(broker.producer())
+        checkpoints = None
+        if s.state_topic:
+            checkpoints = Checkpoints(
+                broker.reader(),
+                group=s.group,
+                topic=s.topic,
+                state_topic=s.state_topic,
+                state_partitions=partitions[s.state_topic],
+                incidents_topic=s.incidents_topic,
+                outbox=outbox,
+            )
+        jsonl = None
+        if s.incidents_out is not None:
+            jsonl = JsonlSink(s.incidents_out, append=True)
+            self._sinks.append(jsonl)
+        self._sinks.extend(self._extra_sinks)
+        consumer = broker.consumer(s.group, [s.topic])
+        own = Ownership(
+            topic=s.topic,
+            consumer=consumer,
+            monitor=self.monitor,
+            checkpoints=checkpoints,
+            incidents_topic=s.incidents_topic,
+            incidents_partitions=partitions.get(s.incidents_topic, 1),
+            acked=lambda q: outbox.acked.get((s.incidents_topic, q), 0),
+            deliver=lambda: self._deliver(),
+        )
+        emitter = Emitter(
+            s,
+            self.counts,
+            sinks=self._sinks,
+            outbox=outbox,
+            ownership=own,
+            throttle=self._throttle,
+            live=self._live,
+            jsonl=jsonl,
+        )
+        committer = Committer(
+            topic=s.topic,
+            partitions=partitions[s.topic],
+            interval=s.commit_interval,
+            consumer=consumer,
+            ownership=own,
+            monitor=self.monitor,
+            outbox=outbox,
+            checkpoints=checkpoints,
+            counts=self.counts,
+            clock=self.clock,
+            flush_file=emitter.flush_file,
+        )
+        self._running = _Running(consumer, outbox, own, emitter, committer, checkpoints)
+        consumer.subscribe(s.topic, Listener(own, committer.flush_on_revoke))
+        log.info("consuming %s as group %s", s.topic, s.group)
+
+    def _close(self) -> None:
+        running, self._running = self._running, None
+        if running is None:
+            return
+        try:
+            running.consumer.close()
+        except ClientError as exc:
+            log.warning("closing the consumer: %s", exc)
+        if running.checkpoints is not None:
+            running.checkpoints.close()
+        running.outbox.close()
+        running.emitter.close()
+
+    @property
+    def committer(self) -> Committer:
+        """The commit protocol of the running service."""
+        return self._now_running().committer
+
+    def _now_running(self) -> _Running:
+        assert self._running is not None, "the service is not running"
+        return self._running
+
+    # -- the loop -----------------------------------------------------------------------------
+    def _loop(self, stop: threading.Event, max_idle: float | None) -> None:
+        s = self.settings
+        running = self._now_running()
+        poll_ms = max(10, int(min(s.tick_seconds, 0.2) * 1000))
+        now = self.clock.monotonic()
+        last_message = now
+        next_tick = now + s.tick_seconds
+        next_report = now + s.report_seconds
+        status = StatusLine(now, self.counts.events)
+        own = running.ownership
+        away = False  # the broker could not be reached at the last poll
+        while not stop.is_set():
+            try:
+                batch = running.consumer.poll(poll_ms)
+            except BrokerUnavailable as exc:  # the client reconnects
+                if not away:
+                    log.warning("broker unreachable (%s); polling again until it is back", exc)
+                    away = True
+                stop.wait(_AWAY_WAIT_S)
+                continue
+            if away:
+                log.info("broker reachable again")
+                away = False
+            own.apply()
+            self.counts.restored_runs = own.restored
+            self.counts.fresh_runs = own.fresh
+            if batch:
+                self._process(batch)
+                last_message = self.clock.monotonic()
+                running.emitter.flush_file()
+                if len(running.outbox) > _MAX_PENDING:
+                    self._deliver()
+            now = self.clock.monotonic()
+            if now >= next_tick:
+                self._tick()
+                next_tick = now + s.tick_seconds
+            if now - status.at >= s.status_seconds:
+                self._status(status, now)
+            if self._live is not None and now >= next_report:
+                self._live.write()
+                next_report = now + s.report_seconds
+            due = running.committer.due(now)
+            if due:
+                running.committer.commit(stop, due)
+            if max_idle is not None and now - last_message >= max_idle:
+                self._end_of_input()
+                break
+        running.committer.commit(stop)
+        if self._live is not None:
+            self._live.write()
+        self._throttle.report()
+        log.info("stopped: %s", self.counts.summary())
+
+    def _deliver(self) -> bool:
+        return self._now_running().committer.deliver(self._stop)
+
+    def lag(self) -> dict[int, int]:
+        """Messages not yet read, per owned partition (from the high watermarks the last
+        fetches reported; partitions with nothing fetched yet are left out)."""
+        running = self._now_running()
+        own = running.ownership
+        out = {}
+        for p in sorted(own.owned):
+            high = running.consumer.highwater(Partition(self.settings.topic, p))
+            position = own.position.get(p)
+            if high is not None and position is not None:
+                out[p] = max(0, high - position)
+        return out
+
+    def _status(self, status: StatusLine, now: float) -> None:
+        self._throttle.report()
+        runs = self.monitor.runs
+        status.write(
+            self.counts,
+            now,
+            lag=sum(self.lag().values()),
+            runs=len(runs),
+            firing=sum(len(r.book.open) for r in runs.values()),
+            interval=self.settings.status_seconds,
+            group=self.settings.group,
+        )
+
+    def _tick(self) -> None:
+        """Stall checks: each run's silence since its last event arrived, on this clock."""
+        now = self.clock.now()
+        runs = self.monitor.runs
+        heard = self._heard
+        if len(heard) > len(runs):  # runs handed to another process
+            self._heard = heard = {r: t for r, t in heard.items() if r in runs}
+        for run_id in runs:
+            heard.setdefault(run_id, now)  # restored from a checkpoint: silent from now on
+        self._emit(self.monitor.tick(now, heard))
+
+    def _emit(self, updates: Sequence[Incident]) -> None:
+        if updates:
+            self._now_running().emitter.incidents(updates)
+
+    def _end_of_input(self) -> None:
+        """The input is over: judge pending steps, end every run (no stall checks after)."""
+        own = self._now_running().ownership
+        self._emit(self.monitor.flush())
+        for run_id in list(self.monitor.runs):
+            self.monitor.end_run(run_id)
+            own.changed(run_id)
+
+    # -- messages -----------------------------------------------------------------------------
+    def _process(self, batch: Mapping[Partition, Sequence[Record]]) -> None:
+        own = self._now_running().ownership
+        received = self.clock.now()
+        for tp, records in batch.items():
+            p = tp.partition
+            if p not in own.owned:
+                own.take({p})
+            position = own.position.get(p)
+            if position is not None and records[0].offset < position:
+                # Fetched from the committed offset before a kept partition was repositioned.
+                done = len(records)
+                records = [r for r in records if r.offset >= position]
+                self.counts.skipped += done - len(records)
+                if not records:
+                    continue
+            dirty = own.dirty.setdefault(p, set())
+            prefix = f"{tp.topic}/{p}@"
+            for record in records:
+                self._record(record, prefix + str(record.offset), p, received, dirty)
+            own.position[p] = records[-1].offset + 1
+        problems = self.monitor.drain_problems()
+        if problems:
+            self._now_running().emitter.problems(problems, "engine")
+
+    def _record(
+        self, record: Record, origin: str, p: int, received: float, dirty: set[str]
+    ) -> None:
+        """One message: decoded, judged, its updates emitted."""
+        running = self._now_running()
+        own, emitter = running.ownership, running.emitter
+        decoded = decode_message(record.value, origin, max_bytes=self.settings.max_message_bytes)
+        event = decoded.event
+        if event is None:
+            rejected = decoded.rejected
+            assert rejected is not None
+            emitter.dead_letter(record, rejected.reason, rejected.detail)
+            return
+        if decoded.problems:
+            emitter.problems(decoded.problems, "decoding")
+        run_id = event.run_id
+        if own.skip_below and record.offset < own.skip_below.get(run_id, -1):
+            self.counts.skipped += 1
+            return
+        own.run_partition[run_id] = p
+        self._heard[run_id] = received
+        dirty.add(run_id)
+        try:
+            updates = self.monitor.process(event, origin)  # reads the end-of-run marker too
+        except Exception as exc:
+            self._engine_error(record, event, exc)
+            return
+        self.counts.events += 1
+        self.counts.values += len(event.metrics)
+        if self._live is not None:
+            self._live.observe(event)
+        self._emit(updates)
+        if event.tags and is_finished(event):
+            emitter.run_ended(run_id)
+
+    def _engine_error(self, record: Record, event: Event, exc: Exception) -> None:
+        """The engine raised on this record: it goes to the dead letters, the service goes on."""
+        self.counts.engine_errors += 1
+        detail = f"{type(exc).__name__}: {exc}"
+        self._throttle.log(
+            logging.ERROR,
+            "the engine raised on run %r step %d (%s/%d@%d): %s",
+            event.run_id,
+            event.step,
+            record.topic,
+            record.partition,
+            record.offset,
+            detail,
+            exc_info=exc,
+        )
+        self._now_running().emitter.dead_letter(record, ENGINE_ERROR, detail)

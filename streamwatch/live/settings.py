@@ -1,0 +1,40 @@
+"""The service's settings: everything it needs besides the engine config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from streamwatch.incidents import Severity
+from streamwatch.sources.kafka import DEFAULT_MAX_MESSAGE_BYTES, KafkaConnection
+
+__all__ = ["ServiceSettings"]
+
+
+class ServiceSettings(BaseModel):
+    """Everything the service needs besides the engine config; validated at start-up."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    connection: KafkaConnection
+    topic: str = Field("streamwatch.metrics", min_length=1)
+    group: str = Field("streamwatch", min_length=1)
+    incidents_topic: str = Field("streamwatch.incidents", description="'' for none")
+    dead_letter_topic: str = Field("streamwatch.deadletter", description="'' for none")
+    state_topic: str = Field("streamwatch.state", description="'' turns checkpoints off")
+    partitions: int = Field(4, ge=1, description="for topics the service creates")
+    replication_factor: int = Field(-1, description="for topics it creates; -1: broker default")
+    incidents_out: Path | None = None
+    report_out: Path | None = None  # the HTML report of the watched runs, rewritten...
+    report_seconds: float = Field(30.0, gt=0)  # ...this often
+    tick_seconds: float = Field(1.0, gt=0)
+    status_seconds: float = Field(60.0, gt=0, description="between status lines (rate, lag)")
+    commit_interval: float = Field(
+        5.0, ge=0, description="seconds between offset commits and checkpoints (0: every batch)"
+    )
+    max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=64)
+    session_timeout_ms: int = Field(10_000, ge=1000)
+    fetch_max_wait_ms: int = Field(50, ge=0, description="bounds latency at low load")
+    console: bool = True
+    console_severity: Severity = Severity.WARNING

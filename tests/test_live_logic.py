@@ -1,0 +1,485 @@
+"""The live service's logic on the in-memory broker of its testing kit (no Kafka): live
+equals replay, hand-over through checkpoints, rebalances, dead letters, engine errors,
+checkpoints that cannot be restored, commits, logging for the whole lifetime.
+
+The same behaviours against the real broker are in test_service.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import pickle
+import threading
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamwatch.clock import ManualClock
+from streamwatch.config import Config, EngineConfig
+from streamwatch.events import Event
+from streamwatch.incidents import Incident
+from streamwatch.live import ENGINE_ERROR, Service, ServiceCounts, ServiceSettings
+from streamwatch.live.consumer import Partition
+from streamwatch.live.status import LOG_BURST, LOG_WINDOW_S
+from streamwatch.live.testing import FakeBroker, FakeConsumer, NoListener
+from streamwatch.monitor import Monitor
+from streamwatch.replay import replay_files
+from streamwatch.simulate import Fault, RunSpec, simulate, write_jsonl
+from streamwatch.sources import FileSource
+from streamwatch.sources.kafka import KafkaConnection
+
+#: Stalls are judged on the service's clock; comparisons with a replay leave them out.
+NO_STALLS = Config(engine=EngineConfig(disabled_kinds=("run_stalled",)))
+TOPIC = "metrics"
+NAMES = {
+    "topic": TOPIC,
+    "group": "g",
+    "incidents_topic": "incidents",
+    "dead_letter_topic": "dlq",
+    "state_topic": "state",
+}
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def settings(**overrides: Any) -> ServiceSettings:
+    values: dict[str, Any] = {
+        "connection": KafkaConnection(bootstrap_servers="in-memory:9092"),
+        "console": False,
+        **NAMES,
+    }
+    values.update(overrides)
+    return ServiceSettings(**values)
+
+
+def new_broker(partitions: int = 4) -> tuple[FakeBroker, ManualClock]:
+    clock = ManualClock()
+    broker = FakeBroker(clock)
+    broker.ensure_topics({TOPIC: _spec(partitions)})
+    return broker, clock
+
+
+def _spec(partitions: int) -> Any:
+    from streamwatch.kafka_tools import TopicSpec
+
+    return TopicSpec(partitions)
+
+
+def service(broker: FakeBroker, clock: ManualClock, **overrides: Any) -> Service:
+    return Service(settings(**overrides), NO_STALLS, clock=clock, broker=broker)
+
+
+def simulated_file(path: Path, steps: int = 200) -> Path:
+    """Two runs of 2 hosts x 2 ranks: an entropy collapse in one, non-finite values in both."""
+    specs = [
+        RunSpec(
+            "collapse",
+            steps=steps,
+            seed=11,
+            faults=(Fault("entropy_collapse", steps // 2), Fault("nonfinite_metric", steps // 4)),
+        ),
+        RunSpec("nan", steps=steps, seed=12, faults=(Fault("nonfinite_metric", steps // 3),)),
+    ]
+    write_jsonl(simulate(specs), path)
+    return path
+
+
+def event_values(path: Path) -> list[tuple[bytes, bytes]]:
+    """(key, value) of each event of a file, as ``streamwatch publish`` sends them."""
+    out = []
+    for event in FileSource(path):
+        value = json.dumps(event.to_json_dict(), separators=(",", ":")).encode()
+        out.append((event.run_id.encode(), value))
+    return out
+
+
+def publish(broker: FakeBroker, messages: Sequence[tuple[bytes, bytes]]) -> list[int]:
+    return [broker.produce(TOPIC, value, key=key) for key, value in messages]
+
+
+def event_bytes(run_id: str, step: int, **metrics: float) -> bytes:
+    event = Event(run_id=run_id, step=step, ts=1_700_000_000.0 + step, metrics=metrics)
+    return json.dumps(event.to_json_dict()).encode()
+
+
+def replayed(path: Path) -> list[str]:
+    return [inc.to_json() for inc in replay_files([path], NO_STALLS).incidents]
+
+
+def by_run(lines: Sequence[str]) -> dict[str, list[str]]:
+    """Lines grouped by run, in order (order across runs depends on the partitions)."""
+    out: dict[str, list[str]] = {}
+    for line in lines:
+        out.setdefault(json.loads(line)["run_id"], []).append(line)
+    return out
+
+
+def on_topic(broker: FakeBroker, topic: str) -> list[str]:
+    return [r.value.decode() for r in broker.records(topic) if r.value is not None]
+
+
+def headers(record: Any) -> dict[str, str]:
+    return {k: v.decode() for k, v in record.headers or ()}
+
+
+def all_committed(broker: FakeBroker) -> bool:
+    ends = {p: broker.end_offset(TOPIC, p) for p in range(len(broker.logs[TOPIC]))}
+    committed = broker.committed("g", TOPIC)
+    return all(committed.get(p, 0) == end for p, end in ends.items())
+
+
+def when(condition: Callable[[], bool], action: Callable[[], None]) -> Callable[[Any], None]:
+    """A poll hook that runs ``action`` once, at the first poll where ``condition`` holds."""
+    done = False
+
+    def hook(_consumer: Any) -> None:
+        nonlocal done
+        if not done and condition():
+            done = True
+            action()
+
+    return hook
+
+
+def run_until(svc: Service, broker: FakeBroker, events: int) -> ServiceCounts:
+    """Run until ``events`` events were processed, then stop as on SIGTERM (commit, leave)."""
+    stop = threading.Event()
+    broker.on_poll = when(lambda: svc.counts.events >= events, stop.set)
+    try:
+        return svc.run(stop)
+    finally:
+        broker.on_poll = None
+
+
+# -- live equals replay -----------------------------------------------------------------------
+
+
+def test_live_incidents_equal_a_replay_and_every_offset_is_committed(tmp_path: Path) -> None:
+    path = simulated_file(tmp_path / "sim.jsonl")
+    expected = replayed(path)
+    assert any('"entropy_collapse"' in line for line in expected)
+    broker, clock = new_broker()
+    messages = event_values(path)
+    publish(broker, messages)
+    out = tmp_path / "incidents.jsonl"
+
+    counts = service(broker, clock, incidents_out=out).run(max_idle=3.0)
+
+    assert (counts.events, counts.dead_letters, counts.engine_errors) == (len(messages), 0, 0)
+    assert by_run(out.read_text().splitlines()) == by_run(expected)
+    assert by_run(on_topic(broker, "incidents")) == by_run(expected)
+    assert all_committed(broker)
+    assert counts.commits > 0
+
+
+def test_a_restarted_service_continues_each_run_where_it_stopped(tmp_path: Path) -> None:
+    path = simulated_file(tmp_path / "sim.jsonl")
+    messages = event_values(path)
+    cut = len(messages) // 2 + 3
+    broker, clock = new_broker()
+    out = tmp_path / "incidents.jsonl"
+    publish(broker, messages[:cut])
+    first = run_until(
+        service(broker, clock, incidents_out=out, commit_interval=3600.0), broker, cut
+    )
+    assert first.events == cut
+    assert all_committed(broker)
+
+    publish(broker, messages[cut:])
+    second = service(broker, clock, incidents_out=out).run(max_idle=3.0)
+
+    assert (second.restored_runs, second.fresh_runs) == (2, 0)
+    assert second.events == len(messages) - cut
+    assert by_run(out.read_text().splitlines()) == by_run(replayed(path))
+
+
+def test_a_new_owner_drops_what_its_predecessor_published_but_never_committed(
+    tmp_path: Path,
+) -> None:
+    path = simulated_file(tmp_path / "sim.jsonl")
+    messages = event_values(path)
+    cut = len(messages) * 2 // 5
+    broker, clock = new_broker()
+    publish(broker, messages[:cut])
+    crashing = service(broker, clock, commit_interval=0.0)
+    stop = threading.Event()
+    published: list[int] = []
+
+    def crash_from_now_on() -> None:
+        """Nothing more is committed, as if the process died before each commit."""
+
+        def no_commit(stop: threading.Event, only: set[int] | None = None) -> None:
+            pass
+
+        crashing.committer.commit = no_commit  # type: ignore[method-assign]
+        published.append(crashing.counts.incidents)
+        publish(broker, messages[cut:])
+
+    script: list[tuple[Callable[[], bool], Callable[[], None]]] = [
+        (lambda: crashing.counts.events >= cut and all_committed(broker), crash_from_now_on),
+        (lambda: crashing.counts.events >= len(messages), stop.set),
+    ]
+
+    def hook(_consumer: Any) -> None:
+        if script and script[0][0]():
+            script.pop(0)[1]()
+
+    broker.on_poll = hook
+    crashing.run(stop)
+    broker.on_poll = None
+    uncommitted = crashing.counts.incidents - published[0]
+    assert uncommitted > 0
+
+    successor = service(broker, clock).run(max_idle=3.0)
+
+    assert successor.restored_runs == 2
+    assert successor.events == len(messages) - cut
+    assert successor.duplicates_dropped == uncommitted
+    assert by_run(on_topic(broker, "incidents")) == by_run(replayed(path))
+
+
+def test_partitions_taken_away_and_given_back_mid_stream_lose_and_repeat_nothing(
+    tmp_path: Path,
+) -> None:
+    """A second member joins (the service keeps half of the partitions, forgets the other
+    half's runs) and leaves again (the service takes them back from their checkpoints and
+    drops what it had published since): the incidents topic still equals a replay."""
+    path = simulated_file(tmp_path / "sim.jsonl")
+    messages = event_values(path)
+    broker, clock = new_broker(partitions=2)  # a run in each: the joining member takes one
+    assert {broker.partition_for(TOPIC, key) for key, _ in messages} == {0, 1}
+    publish(broker, messages)
+    svc = service(broker, clock, commit_interval=0.0)
+    other = FakeConsumer(broker, "g")
+    polls = {"after join": 0}
+
+    def hook(consumer: Any) -> None:
+        if other.topics == [] and svc.counts.events >= len(messages) // 3:
+            other.subscribe(TOPIC, NoListener())
+        elif other.topics and not other.closed and consumer is not other:
+            polls["after join"] += 1
+            if polls["after join"] == 3:
+                other.close()
+
+    broker.on_poll = hook
+    counts = svc.run(max_idle=3.0)
+
+    assert other.closed
+    assert counts.events >= len(messages)  # some messages processed again after the hand-back
+    assert counts.restored_runs >= 1
+    assert by_run(on_topic(broker, "incidents")) == by_run(replayed(path))
+    assert all_committed(broker)
+
+
+# -- bad input and engine errors --------------------------------------------------------------
+
+
+def test_unusable_messages_go_to_the_dead_letters_counted_by_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="streamwatch.live")
+    broker, clock = new_broker()
+    bad = {
+        "not_json": b'{"run_id": "ok", "step": ',
+        "not_an_object": b"[1, 2, 3]",
+        "invalid_event": b'{"run_id": "ok", "step": 4}',
+    }
+    good = [event_bytes("ok", step, loss=1.0 + step) for step in range(1, 4)]
+    messages = [good[0], bad["not_json"], good[1], bad["not_an_object"], good[2]]
+    messages.append(bad["invalid_event"])
+    publish(broker, [(b"ok", m) for m in messages])
+
+    counts = service(broker, clock, status_seconds=0.5).run(max_idle=2.0)
+
+    assert (counts.events, counts.dead_letters) == (3, 3)
+    assert counts.dead_letters_by_reason == dict.fromkeys(bad, 1)
+    letters = {headers(r)["streamwatch.reason"]: r for r in broker.records("dlq")}
+    assert {reason: r.value for reason, r in letters.items()} == bad
+    status = [r.getMessage() for r in caplog.records if r.name == "streamwatch.live.status"]
+    assert any(
+        "3 dead letters (invalid_event 1, not_an_object 1, not_json 1)" in line for line in status
+    ), status
+
+
+def poison_run(monkeypatch: pytest.MonkeyPatch, run_id: str, step: int) -> None:
+    """The engine raises on one event (``run_id`` at ``step``), as a bug in a check would."""
+    process = Monitor.process
+
+    def raising(self: Monitor, event: Event, origin: str = "<event>") -> list[Incident]:
+        if event.run_id == run_id and event.step == step:
+            raise ZeroDivisionError(f"a check divided by zero at step {event.step}")
+        return process(self, event, origin)
+
+    monkeypatch.setattr(Monitor, "process", raising)
+
+
+def test_a_record_the_engine_raises_on_goes_to_the_dead_letters_and_the_service_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="streamwatch.live")
+    broker, clock = new_broker()
+    offsets = publish(broker, [(b"poison", event_bytes("poison", s, loss=1.0)) for s in range(6)])
+    publish(broker, [(b"fine", event_bytes("fine", s, loss=math.nan)) for s in range(3)])
+    poison_run(monkeypatch, "poison", 2)
+    out = tmp_path / "incidents.jsonl"
+
+    counts = service(broker, clock, incidents_out=out).run(max_idle=2.0)
+
+    assert (counts.events, counts.engine_errors, counts.dead_letters) == (8, 1, 1)
+    assert counts.dead_letters_by_reason == {ENGINE_ERROR: 1}
+    [letter] = broker.records("dlq")
+    h = headers(letter)
+    assert h["streamwatch.reason"] == ENGINE_ERROR
+    assert h["streamwatch.detail"] == "ZeroDivisionError: a check divided by zero at step 2"
+    assert int(h["streamwatch.offset"]) == offsets[2]
+    assert letter.value == event_bytes("poison", 2, loss=1.0)
+    fired = [Incident.model_validate_json(line) for line in out.read_text().splitlines()]
+    assert ("fine", "nonfinite_metric") in {(i.run_id, i.kind) for i in fired}
+    assert all_committed(broker)  # past the poisoned record: no redelivery loop
+    logged = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert any("run 'poison' step 2" in r.getMessage() and r.exc_info for r in logged)
+
+
+# -- checkpoints that cannot be restored ------------------------------------------------------
+
+
+def test_a_checkpoint_of_another_version_is_logged_and_its_run_starts_afresh(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="streamwatch.live")
+    broker, clock = new_broker()
+    first = [(run.encode(), event_bytes(run, s, loss=1.0)) for s in range(5) for run in "ab"]
+    publish(broker, first)
+    run_until(service(broker, clock), broker, len(first))
+    runs = [r for r in broker.records("state") if headers(r)["streamwatch.kind"] == "run"]
+    a = next(r for r in reversed(runs) if r.key is not None and r.key.endswith(b"\x1fa"))
+    foreign = zlib.compress(pickle.dumps((999, None)), 1)
+    broker.produce("state", foreign, key=a.key, partition=a.partition, headers=a.headers)
+
+    second = [(run.encode(), event_bytes(run, s, loss=1.0)) for s in range(5, 8) for run in "ab"]
+    publish(broker, second)
+    svc = service(broker, clock, status_seconds=0.5)
+    counts = svc.run(max_idle=2.0)
+
+    assert (counts.restored_runs, counts.fresh_runs) == (1, 1)
+    assert counts.events == len(second)
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any("run a: checkpoint not restored (ValueError" in line for line in errors), errors
+    assert "1 runs started afresh" in counts.summary()
+    status = [r.getMessage() for r in caplog.records if r.name == "streamwatch.live.status"]
+    assert any("1 runs started afresh" in line for line in status)
+
+
+def test_a_damaged_checkpoint_is_logged_and_its_run_starts_afresh() -> None:
+    broker, clock = new_broker()
+    first = [(b"a", event_bytes("a", s, loss=1.0)) for s in range(4)]
+    publish(broker, first)
+    run_until(service(broker, clock), broker, len(first))
+    [run] = [r for r in broker.records("state") if headers(r)["streamwatch.kind"] == "run"]
+    broker.produce(
+        "state", b"\x00damaged", key=run.key, partition=run.partition, headers=run.headers
+    )
+    publish(broker, [(b"a", event_bytes("a", 4, loss=1.0))])
+
+    counts = service(broker, clock).run(max_idle=2.0)
+
+    assert (counts.restored_runs, counts.fresh_runs, counts.events) == (0, 1, 1)
+
+
+# -- commits, the broker going away, logging --------------------------------------------------
+
+
+def test_a_refused_commit_is_covered_by_the_next(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="streamwatch.live")
+    broker, clock = new_broker()
+    publish(broker, [(b"a", event_bytes("a", s, loss=1.0)) for s in range(10)])
+    broker.refuse_commits = 1
+
+    counts = service(broker, clock, commit_interval=0.5).run(max_idle=3.0)
+
+    assert counts.events == 10
+    assert any("offset commit failed" in r.getMessage() for r in caplog.records)
+    assert all_committed(broker)
+
+
+def test_polls_while_the_broker_is_away_are_waited_out(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="streamwatch.live")
+    broker, clock = new_broker()
+    publish(broker, [(b"a", event_bytes("a", s, loss=1.0)) for s in range(3)])
+    away = {"polls": 0}
+
+    def hook(_consumer: Any) -> None:
+        if away["polls"] < 3:
+            away["polls"] += 1
+            broker.unavailable = away["polls"] < 3
+
+    broker.on_poll = hook
+    counts = service(broker, clock).run(max_idle=2.0)
+
+    assert counts.events == 3
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum("broker unreachable" in line for line in lines) == 1
+    assert "broker reachable again" in lines
+
+
+def test_dead_letters_are_logged_for_the_whole_lifetime_at_a_bounded_rate(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Twice the burst of bad messages, then as many again a window later: each window logs
+    its burst and says how many it left out; everything is counted."""
+    caplog.set_level(logging.WARNING, logger="streamwatch.live")
+    broker, clock = new_broker()
+    n = 2 * LOG_BURST
+    bad = [(b"x", b"not json %d" % i) for i in range(n)]
+    publish(broker, bad)
+    svc = service(broker, clock)
+
+    def later() -> None:
+        clock.advance(LOG_WINDOW_S + 1)
+        publish(broker, bad)
+
+    broker.on_poll = when(lambda: svc.counts.dead_letters == n, later)
+    counts = svc.run(max_idle=2.0)
+
+    assert counts.dead_letters == 2 * n
+    lines = [r.getMessage() for r in caplog.records]
+    logged = [line for line in lines if line.startswith("dead letter ")]
+    left_out = [line for line in lines if "not logged" in line]
+    assert len(logged) == 2 * LOG_BURST
+    assert [int(line.split()[0]) for line in left_out] == [n - LOG_BURST, n - LOG_BURST]
+    assert f"{2 * n} dead letters (not_json {2 * n})" in counts.summary()
+
+
+def test_lag_is_zero_once_caught_up() -> None:
+    broker, clock = new_broker()
+    publish(broker, [(run.encode(), event_bytes(run, 0, loss=1.0)) for run in "abcdefgh"])
+    svc = service(broker, clock)
+    lags: list[dict[int, int]] = []
+    stop = threading.Event()
+
+    def check() -> None:
+        lags.append(svc.lag())
+        stop.set()
+
+    broker.on_poll = when(lambda: svc.counts.events == 8, check)
+    svc.run(stop)
+
+    assert lags[0] and set(lags[0].values()) == {0}
+    assert set(lags[0]) <= {p for p in range(4)}
+    assert Partition(TOPIC, 0) == (TOPIC, 0)
+
+
+@pytest.mark.parametrize("module", ["streamwatch.clock", "streamwatch.live.testing"])
+def test_doctests(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0
+    assert result.failed == 0
