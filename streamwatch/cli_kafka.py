@@ -162,6 +162,14 @@ def add_commands(subparsers: Any) -> None:
         type=float,
         metavar="S",
     )
+    _opt(
+        r,
+        "--metrics-port",
+        "serve Prometheus /metrics and /healthz on this port (0: any free port)",
+        type=int,
+        metavar="PORT",
+    )
+    _opt(r, "--metrics-host", "address /metrics listens on", "127.0.0.1", metavar="HOST")
     r.add_argument("--quiet", action="store_true", help="no incident lines on stdout")
 
     p = subparsers.add_parser("publish", help="send recorded logs to a topic, keyed by run id")
@@ -290,6 +298,8 @@ def _run(args: argparse.Namespace) -> int:
         commit_interval=args.commit_interval,
         max_message_bytes=args.max_message_bytes,
         session_timeout_ms=args.session_timeout_ms,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
         console=not args.quiet,
     )
     config = load_config(args.config)

@@ -147,6 +147,17 @@ def when(condition: Callable[[], bool], action: Callable[[], None]) -> Callable[
     return hook
 
 
+def scripted(*steps: tuple[Callable[[], bool], Callable[[], None]]) -> Callable[[Any], None]:
+    """A poll hook that runs each step's action once its condition holds, in order."""
+    left = list(steps)
+
+    def hook(_consumer: Any) -> None:
+        if left and left[0][0]():
+            left.pop(0)[1]()
+
+    return hook
+
+
 def run_until(svc: Service, broker: FakeBroker, events: int) -> ServiceCounts:
     """Run until ``events`` events were processed, then stop as on SIGTERM (commit, leave)."""
     stop = threading.Event()
@@ -221,16 +232,10 @@ def test_a_new_owner_drops_what_its_predecessor_published_but_never_committed(
         published.append(crashing.counts.incidents)
         publish(broker, messages[cut:])
 
-    script: list[tuple[Callable[[], bool], Callable[[], None]]] = [
+    broker.on_poll = scripted(
         (lambda: crashing.counts.events >= cut and all_committed(broker), crash_from_now_on),
         (lambda: crashing.counts.events >= len(messages), stop.set),
-    ]
-
-    def hook(_consumer: Any) -> None:
-        if script and script[0][0]():
-            script.pop(0)[1]()
-
-    broker.on_poll = hook
+    )
     crashing.run(stop)
     broker.on_poll = None
     uncommitted = crashing.counts.incidents - published[0]
@@ -483,3 +488,94 @@ def test_doctests(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0
     assert result.failed == 0
+
+
+# -- /metrics and /healthz --------------------------------------------------------------------
+
+
+def scrape(svc: Service, path: str = "/metrics") -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    address = svc.metrics_address
+    assert address is not None
+    url = f"http://{address[0]}:{address[1]}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_metrics_and_healthz_report_the_counts_as_they_move() -> None:
+    broker, clock = new_broker()
+    publish(broker, [(b"a", event_bytes("a", s, loss=1.0)) for s in range(3)])
+    publish(broker, [(b"a", b"not json")])
+    svc = service(broker, clock, metrics_port=0, tick_seconds=0.1)
+    seen: list[tuple[str, int, str]] = []
+    stop = threading.Event()
+
+    def first() -> None:
+        seen.append((scrape(svc)[1], *scrape(svc, "/healthz")))
+        publish(broker, [(b"a", event_bytes("a", 3, loss=math.nan))])
+
+    def second() -> None:
+        seen.append((scrape(svc)[1], *scrape(svc, "/healthz")))
+        stop.set()
+
+    broker.on_poll = scripted(
+        (lambda: svc.counts.events == 3 and clock.monotonic() > 1.0, first),
+        (lambda: svc.counts.events == 4 and svc.counts.incidents == 1, second),
+    )
+    svc.run(stop)
+
+    (text1, status1, health1), (text2, status2, _) = seen
+    one, two = samples(text1), samples(text2)
+    assert one[("streamwatch_events_total", ())] == 3
+    assert two[("streamwatch_events_total", ())] == 4
+    assert one[("streamwatch_dead_letters_total", (("reason", "not_json"),))] == 1
+    firing = (("kind", "nonfinite_metric"), ("severity", "critical"), ("status", "firing"))
+    assert ("streamwatch_incident_updates_total", firing) not in one
+    assert two[("streamwatch_incident_updates_total", firing)] == 1
+    assert two[("streamwatch_runs_watched", ())] == 1
+    assert two[("streamwatch_consumer_lag_messages", ())] == 0
+    assert two[("streamwatch_up", ())] == 1
+    assert (status1, status2) == (200, 200)
+    assert json.loads(health1)["status"] == "ok"
+    assert svc.metrics_address is None  # closed with the service
+
+
+def test_healthz_says_503_while_the_broker_is_away() -> None:
+    broker, clock = new_broker()
+    svc = service(broker, clock, metrics_port=0)
+    replies: list[tuple[int, str]] = []
+    polls = {"n": 0}
+    stop = threading.Event()
+
+    def hook(_consumer: Any) -> None:
+        polls["n"] += 1
+        if polls["n"] == 2:
+            broker.unavailable = True
+        elif polls["n"] == 3:
+            replies.append(scrape(svc, "/healthz"))
+            broker.unavailable = False
+        elif polls["n"] == 5:
+            replies.append(scrape(svc, "/healthz"))
+            stop.set()
+
+    broker.on_poll = hook
+    svc.run(stop)
+
+    (away, away_body), (back, back_body) = replies
+    assert (away, json.loads(away_body)["status"]) == (503, "broker_unreachable")
+    assert (back, json.loads(back_body)["status"]) == (200, "ok")

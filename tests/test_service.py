@@ -536,6 +536,67 @@ def test_checkpoints_that_cannot_be_restored_are_logged_and_their_runs_start_afr
     assert "2 runs started afresh" in counts.summary()
 
 
+def test_metrics_scraped_from_a_running_service_are_present_and_moving(
+    bootstrap: str, names: Names
+) -> None:
+    """/metrics parsed by prometheus_client's own text parser: every counter there, and the
+    counts moving between two scrapes; /healthz says ok; both go away with the service."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def scrape(path: str) -> tuple[int, str]:
+        address = service.metrics_address
+        assert address is not None
+        url = f"http://{address[0]}:{address[1]}{path}"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+
+    def values(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    first = [(b"m", event_bytes("m", s, 1.7e9 + s, loss=1.0)) for s in range(5)]
+    produce(bootstrap, names.topic, [*first, (b"m", b"[1, 2]")])
+    service = Service(settings(bootstrap, names, metrics_port=0, tick_seconds=0.1), NO_STALLS)
+    background = Background(service)
+    try:
+        wait_for(lambda: service.counts.events == 5, "the first events")
+        wait_for(lambda: service.counts.lag == 0 and service.counts.commits > 0, "a commit")
+        before = values(scrape("/metrics")[1])
+        status, health = scrape("/healthz")
+        produce(bootstrap, names.topic, [(b"m", event_bytes("m", 5, 1.7e9 + 5, loss=math.nan))])
+        wait_for(lambda: service.counts.incidents == 1, "the incident")
+        wait_for(lambda: values(scrape("/metrics")[1])[("streamwatch_events_total", ())] == 6, "6")
+        after = values(scrape("/metrics")[1])
+    finally:
+        background.finish()
+    address = service.metrics_address
+    assert address is None
+
+    assert (status, json.loads(health)["status"]) == (200, "ok")
+    counters = {name for name, _ in after if name.endswith("_total")}
+    expected = {
+        "events", "values", "dead_letters", "engine_errors", "incident_updates",
+        "duplicates_dropped", "skipped_messages", "runs_restored", "runs_fresh", "commits",
+        "checkpoint_bytes",
+    }  # fmt: skip
+    assert {f"streamwatch_{name}_total" for name in expected} <= counters
+    for gauge in ("consumer_lag_messages", "runs_watched", "partitions_owned", "up"):
+        assert (f"streamwatch_{gauge}", ()) in after, gauge
+    assert "streamwatch_checkpoint_age_seconds" in {name for name, _ in after}
+    assert before[("streamwatch_events_total", ())] == 5
+    assert after[("streamwatch_values_total", ())] > before[("streamwatch_values_total", ())]
+    assert before[("streamwatch_dead_letters_total", (("reason", "not_an_object"),))] == 1
+    firing = (("kind", "nonfinite_metric"), ("severity", "critical"), ("status", "firing"))
+    assert after[("streamwatch_incident_updates_total", firing)] == 1
+    assert after[("streamwatch_runs_watched", ())] == 1
+    assert after[("streamwatch_up", ())] == 1
+
+
 # -- stalls on an injected clock --------------------------------------------------------------
 
 

@@ -8,6 +8,9 @@
 - :mod:`~streamwatch.live.commit`: the commit protocol (checkpoint, flush, commit offsets)
 - :mod:`~streamwatch.live.emit`: incident updates (each once), dead letters, problems
 - :mod:`~streamwatch.live.status`: the counts and the status line
+- :mod:`~streamwatch.live.parts`: the parts of a running service, put together
+- :mod:`~streamwatch.live.vitals`, :mod:`~streamwatch.live.metrics`: ``/metrics``
+  (Prometheus) and ``/healthz``
 - :mod:`~streamwatch.live.settings`: :class:`ServiceSettings`
 - :mod:`~streamwatch.live.testing`: an in-memory broker for tests of the service's logic
 """

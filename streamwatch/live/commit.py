@@ -61,6 +61,8 @@ class Committer:
         self.clock = clock
         self.flush_file = flush_file
         self._next: dict[int, float] = {}
+        #: when (monotonic) a commit last left its partitions committed (or it was made)
+        self.last_commit = clock.monotonic()
 
     def deliver(self, stop: threading.Event) -> bool:
         """Wait until every record sent so far is acknowledged (back-pressure while the
@@ -113,7 +115,10 @@ class Committer:
             saved.append(p)
             if position > own.committed.get(p, -1):
                 offsets[Partition(self.topic, p)] = position
-        if not saved or not self.deliver(stop):
+        if not saved:
+            self.last_commit = self.clock.monotonic()  # nothing new to commit: up to date
+            return
+        if not self.deliver(stop):
             return
         if offsets:
             try:
@@ -122,6 +127,7 @@ class Committer:
                 log.warning("offset commit failed (%s); the next commit will cover it", exc)
                 return
             self.counts.commits += 1
+        self.last_commit = self.clock.monotonic()
         for p in saved:
             own.dirty.pop(p, None)
         for tp, offset in offsets.items():

@@ -61,6 +61,7 @@ class Emitter:
                 self.counts.duplicates_dropped += 1
                 continue
             self.counts.incidents += 1
+            self.counts.incidents_by_kind[inc.kind, inc.severity.value, inc.status.value] += 1
             for sink in self.sinks:
                 sink.send(inc)
             if self.live is not None:

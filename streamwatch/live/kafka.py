@@ -21,6 +21,7 @@ from streamwatch.live.consumer import (
     RebalanceListener,
     Record,
 )
+from streamwatch.live.settings import ServiceSettings
 from streamwatch.sinks.kafka import make_producer
 
 __all__ = ["KafkaBroker", "KafkaGroupConsumer", "KafkaTopicReader"]
@@ -46,6 +47,17 @@ class KafkaBroker:
         self.session_timeout_ms = session_timeout_ms
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.max_message_bytes = max_message_bytes
+
+    @classmethod
+    def for_service(cls, settings: ServiceSettings, clock: Clock | None = None) -> KafkaBroker:
+        """The clients a service with these settings uses."""
+        return cls(
+            settings.connection.client_kwargs(),
+            session_timeout_ms=settings.session_timeout_ms,
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,
+            max_message_bytes=settings.max_message_bytes,
+            clock=clock,
+        )
 
     def ensure_topics(self, specs: Mapping[str, TopicSpec]) -> dict[str, int]:
         return ensure_topics(self.client_kwargs, specs)

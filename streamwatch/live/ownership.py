@@ -104,6 +104,17 @@ class Ownership:
         self.take(assigned - self.owned)
         log.info("assigned partitions of %s: %s", self.topic, sorted(self.owned))
 
+    def lag(self) -> dict[int, int]:
+        """Messages not yet read, per owned partition (from the high watermarks the last
+        fetches reported; partitions with nothing fetched yet are left out)."""
+        out = {}
+        for p in sorted(self.owned):
+            high = self.consumer.highwater(Partition(self.topic, p))
+            position = self.position.get(p)
+            if high is not None and position is not None:
+                out[p] = max(0, high - position)
+        return out
+
     def incidents_partition(self, run_id: str) -> int:
         """Where a run's incident updates go: its own partition number, when counts match."""
         return self.run_partition.get(run_id, 0) % self.incidents_partitions

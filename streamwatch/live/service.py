@@ -24,32 +24,30 @@ import math
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from streamwatch.clock import Clock, SystemClock
 from streamwatch.config import Config
 from streamwatch.events import Event, is_finished
 from streamwatch.incidents import Incident
-from streamwatch.kafka_tools import TopicSpec
-from streamwatch.live.checkpoints import Checkpoints
 from streamwatch.live.commit import Committer
 from streamwatch.live.consumer import (
     Broker,
     BrokerUnavailable,
-    ClientError,
-    Consumer,
     Partition,
     Record,
 )
-from streamwatch.live.emit import Emitter
-from streamwatch.live.ownership import Listener, Ownership
+from streamwatch.live.parts import Parts, assemble
 from streamwatch.live.settings import ServiceSettings
 from streamwatch.live.status import ServiceCounts, StatusLine, Throttle
+from streamwatch.live.vitals import Vitals
 from streamwatch.monitor import Monitor
 from streamwatch.report.live import LiveReport
-from streamwatch.sinks import ConsoleSink, JsonlSink, Sink
-from streamwatch.sinks.kafka import RecordOutbox
+from streamwatch.sinks import ConsoleSink, Sink
 from streamwatch.sources.kafka import decode_message
+
+if TYPE_CHECKING:
+    from streamwatch.live.metrics import MetricsServer
 
 __all__ = ["ENGINE_ERROR", "Service"]
 
@@ -60,26 +58,6 @@ ENGINE_ERROR = "engine_error"
 #: Records awaiting acknowledgement beyond which the loop waits for them before going on.
 _MAX_PENDING = 10_000
 _AWAY_WAIT_S = 0.2
-
-
-class _Running:
-    """What exists only while the service runs (opened by :meth:`Service.run`)."""
-
-    def __init__(
-        self,
-        consumer: Consumer,
-        outbox: RecordOutbox,
-        ownership: Ownership,
-        emitter: Emitter,
-        committer: Committer,
-        checkpoints: Checkpoints | None,
-    ) -> None:
-        self.consumer = consumer
-        self.outbox = outbox
-        self.ownership = ownership
-        self.emitter = emitter
-        self.committer = committer
-        self.checkpoints = checkpoints
 
 
 class Service:
@@ -122,8 +100,10 @@ class Service:
             else None
         )
         self._throttle = Throttle(log, self.clock)
-        self._running: _Running | None = None
-        self.started = threading.Event()
+        self._running: Parts | None = None
+        self._metrics: MetricsServer | None = None
+        self.vitals = Vitals(self.counts, self.clock, self._extra_sinks)
+        self.started = self.vitals.started
         self._stop = threading.Event()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -136,115 +116,68 @@ class Service:
         stop = stop or threading.Event()
         self._stop = stop
         try:
+            self._serve_metrics()
             self._open()
+            self._measure()
             self.started.set()
             self._loop(stop, max_idle)
         finally:
+            self.vitals.stopped.set()
             self._close()
         return self.counts
+
+    def _serve_metrics(self) -> None:
+        s = self.settings
+        if s.metrics_port is None:
+            return
+        from streamwatch.live.metrics import MetricsServer
+
+        self._metrics = MetricsServer(self.vitals, s.metrics_host, s.metrics_port)
+        host, port = self._metrics.address
+        log.info("serving /metrics and /healthz on http://%s:%d", host, port)
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        """Where ``/metrics`` and ``/healthz`` are served (None: not served)."""
+        return None if self._metrics is None else self._metrics.address
 
     def _kafka(self) -> Broker:
         if self.broker is None:
             from streamwatch.live.kafka import KafkaBroker
 
-            s = self.settings
-            self.broker = KafkaBroker(
-                s.connection.client_kwargs(),
-                session_timeout_ms=s.session_timeout_ms,
-                fetch_max_wait_ms=s.fetch_max_wait_ms,
-                max_message_bytes=s.max_message_bytes,
-                clock=self.clock,
-            )
+            self.broker = KafkaBroker.for_service(self.settings, self.clock)
         return self.broker
-
-    def _topics(self) -> dict[str, TopicSpec]:
-        s = self.settings
-        specs = {s.topic: TopicSpec(s.partitions, s.replication_factor)}
-        for extra in (s.incidents_topic, s.dead_letter_topic):
-            if extra:
-                specs[extra] = TopicSpec(s.partitions, s.replication_factor)
-        if s.state_topic:
-            specs[s.state_topic] = TopicSpec.state(s.partitions, s.replication_factor)
-        return specs
 
     def _open(self) -> None:
         s = self.settings
-        broker = self._kafka()
-        partitions = broker.ensure_topics(self._topics())
-        outbox = RecordOutbox(broker.producer())
-        checkpoints = None
-        if s.state_topic:
-            checkpoints = Checkpoints(
-                broker.reader(),
-                group=s.group,
-                topic=s.topic,
-                state_topic=s.state_topic,
-                state_partitions=partitions[s.state_topic],
-                incidents_topic=s.incidents_topic,
-                outbox=outbox,
-            )
-        jsonl = None
-        if s.incidents_out is not None:
-            jsonl = JsonlSink(s.incidents_out, append=True)
-            self._sinks.append(jsonl)
-        self._sinks.extend(self._extra_sinks)
-        consumer = broker.consumer(s.group, [s.topic])
-        own = Ownership(
-            topic=s.topic,
-            consumer=consumer,
-            monitor=self.monitor,
-            checkpoints=checkpoints,
-            incidents_topic=s.incidents_topic,
-            incidents_partitions=partitions.get(s.incidents_topic, 1),
-            acked=lambda q: outbox.acked.get((s.incidents_topic, q), 0),
-            deliver=lambda: self._deliver(),
-        )
-        emitter = Emitter(
+        self._running = assemble(
             s,
-            self.counts,
-            sinks=self._sinks,
-            outbox=outbox,
-            ownership=own,
-            throttle=self._throttle,
-            live=self._live,
-            jsonl=jsonl,
-        )
-        committer = Committer(
-            topic=s.topic,
-            partitions=partitions[s.topic],
-            interval=s.commit_interval,
-            consumer=consumer,
-            ownership=own,
+            self._kafka(),
             monitor=self.monitor,
-            outbox=outbox,
-            checkpoints=checkpoints,
             counts=self.counts,
             clock=self.clock,
-            flush_file=emitter.flush_file,
+            sinks=self._sinks,
+            extra_sinks=self._extra_sinks,
+            throttle=self._throttle,
+            live=self._live,
+            stop=lambda: self._stop,
         )
-        self._running = _Running(consumer, outbox, own, emitter, committer, checkpoints)
-        consumer.subscribe(s.topic, Listener(own, committer.flush_on_revoke))
         log.info("consuming %s as group %s", s.topic, s.group)
 
     def _close(self) -> None:
+        if self._metrics is not None:
+            self._metrics.close()
+            self._metrics = None
         running, self._running = self._running, None
-        if running is None:
-            return
-        try:
-            running.consumer.close()
-        except ClientError as exc:
-            log.warning("closing the consumer: %s", exc)
-        if running.checkpoints is not None:
-            running.checkpoints.close()
-        running.outbox.close()
-        running.emitter.close()
+        if running is not None:
+            running.close()
 
     @property
     def committer(self) -> Committer:
         """The commit protocol of the running service."""
         return self._now_running().committer
 
-    def _now_running(self) -> _Running:
+    def _now_running(self) -> Parts:
         assert self._running is not None, "the service is not running"
         return self._running
 
@@ -259,19 +192,19 @@ class Service:
         next_report = now + s.report_seconds
         status = StatusLine(now, self.counts.events)
         own = running.ownership
-        away = False  # the broker could not be reached at the last poll
         while not stop.is_set():
+            self.vitals.beat()
             try:
                 batch = running.consumer.poll(poll_ms)
             except BrokerUnavailable as exc:  # the client reconnects
-                if not away:
+                if not self.vitals.away:
                     log.warning("broker unreachable (%s); polling again until it is back", exc)
-                    away = True
+                    self.vitals.away = True
                 stop.wait(_AWAY_WAIT_S)
                 continue
-            if away:
+            if self.vitals.away:
                 log.info("broker reachable again")
-                away = False
+                self.vitals.away = False
             own.apply()
             self.counts.restored_runs = own.restored
             self.counts.fresh_runs = own.fresh
@@ -308,15 +241,7 @@ class Service:
     def lag(self) -> dict[int, int]:
         """Messages not yet read, per owned partition (from the high watermarks the last
         fetches reported; partitions with nothing fetched yet are left out)."""
-        running = self._now_running()
-        own = running.ownership
-        out = {}
-        for p in sorted(own.owned):
-            high = running.consumer.highwater(Partition(self.settings.topic, p))
-            position = own.position.get(p)
-            if high is not None and position is not None:
-                out[p] = max(0, high - position)
-        return out
+        return self._now_running().ownership.lag()
 
     def _status(self, status: StatusLine, now: float) -> None:
         self._throttle.report()
@@ -341,6 +266,19 @@ class Service:
         for run_id in runs:
             heard.setdefault(run_id, now)  # restored from a checkpoint: silent from now on
         self._emit(self.monitor.tick(now, heard))
+        self._measure()
+
+    def _measure(self) -> None:
+        """Take the gauges /metrics reads (on the loop's thread, which alone changes them)."""
+        running = self._now_running()
+        runs = self.monitor.runs
+        self.counts.lag = sum(self.lag().values())
+        self.vitals.measure(
+            runs=len(runs),
+            firing=sum(len(r.book.open) for r in runs.values()),
+            partitions=len(running.ownership.owned),
+            checkpoint_age=self.clock.monotonic() - running.committer.last_commit,
+        )
 
     def _emit(self, updates: Sequence[Incident]) -> None:
         if updates:

@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from streamwatch.incidents import Severity
+from streamwatch.kafka_tools import TopicSpec
 from streamwatch.sources.kafka import DEFAULT_MAX_MESSAGE_BYTES, KafkaConnection
 
 __all__ = ["ServiceSettings"]
@@ -38,3 +39,17 @@ class ServiceSettings(BaseModel):
     fetch_max_wait_ms: int = Field(50, ge=0, description="bounds latency at low load")
     console: bool = True
     console_severity: Severity = Severity.WARNING
+    metrics_port: int | None = Field(
+        None, ge=0, le=65535, description="serve /metrics and /healthz here (0: any free port)"
+    )
+    metrics_host: str = Field("127.0.0.1", description="the address /metrics listens on")
+
+    def topic_specs(self) -> dict[str, TopicSpec]:
+        """The topics the service uses, as it creates those that are missing."""
+        specs = {self.topic: TopicSpec(self.partitions, self.replication_factor)}
+        for extra in (self.incidents_topic, self.dead_letter_topic):
+            if extra:
+                specs[extra] = TopicSpec(self.partitions, self.replication_factor)
+        if self.state_topic:
+            specs[self.state_topic] = TopicSpec.state(self.partitions, self.replication_factor)
+        return specs

@@ -47,6 +47,8 @@ class ServiceCounts:
     dead_letters_by_reason: Counter[str] = field(default_factory=Counter)
     #: "decoding" (values of a message set aside) or "engine" (repeated or late steps)
     problems_by_stage: Counter[str] = field(default_factory=Counter)
+    #: incident updates by (kind, severity, status)
+    incidents_by_kind: Counter[tuple[str, str, str]] = field(default_factory=Counter)
 
     def summary(self) -> str:
         return (
@@ -68,6 +70,7 @@ class ServiceCounts:
         out: dict[str, Any] = dict(vars(self))
         out["dead_letters_by_reason"] = dict(self.dead_letters_by_reason)
         out["problems_by_stage"] = dict(self.problems_by_stage)
+        out["incidents_by_kind"] = {"/".join(k): n for k, n in self.incidents_by_kind.items()}
         return out
 
 

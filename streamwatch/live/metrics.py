@@ -1,0 +1,149 @@
+"""``/metrics`` (Prometheus text format) and ``/healthz`` of a running service.
+
+Every value is read from the service when it is scraped (its counts, the runs it watches,
+the lag and checkpoint age its loop last measured); nothing is counted twice. The endpoint
+serves on its own thread; it only reads.
+
+Metric names (all prefixed ``streamwatch_``): counters ``events_total``, ``values_total``,
+``problems_total{stage}``, ``dead_letters_total{reason}``, ``engine_errors_total``,
+``incident_updates_total{kind,severity,status}``, ``duplicates_dropped_total``,
+``skipped_messages_total``, ``runs_restored_total``, ``runs_fresh_total``, ``commits_total``,
+``checkpoint_bytes_total``, ``alert_outcomes_total{action}``; gauges
+``consumer_lag_messages``, ``runs_watched``, ``incidents_firing``, ``partitions_owned``,
+``checkpoint_age_seconds``, ``up`` (1 while healthy).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from streamwatch.live.status import ServiceCounts
+
+__all__ = ["MetricsServer", "Observed"]
+
+
+class Observed(Protocol):
+    """What the endpoint reads of the service (:class:`streamwatch.live.vitals.Vitals`)."""
+
+    @property
+    def counts(self) -> ServiceCounts: ...
+
+    def gauges(self) -> Mapping[str, float]:
+        """``runs_watched``, ``incidents_firing``, ``partitions_owned``,
+        ``checkpoint_age_seconds`` (the lag is ``counts.lag``)."""
+        ...
+
+    def alert_outcomes(self) -> Mapping[str, int]: ...
+
+    def health(self) -> tuple[bool, dict[str, Any]]: ...
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(f"streamwatch_{name}", doc, value=value)
+
+
+def _labelled(
+    name: str, doc: str, labels: list[str], values: Mapping[Any, int]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(f"streamwatch_{name}", doc, labels=labels)
+    for key, n in sorted(values.items()):
+        family.add_metric(list(key) if isinstance(key, tuple) else [key], n)
+    return family
+
+
+class _ServiceCollector(Collector):
+    def __init__(self, service: Observed) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        c = self.service.counts
+        yield _counter("events", "events judged", c.events)
+        yield _counter("values", "metric values judged", c.values)
+        yield _labelled("problems", "values set aside", ["stage"], c.problems_by_stage)
+        yield _labelled(
+            "dead_letters", "records sent to the dead letters", ["reason"], c.dead_letters_by_reason
+        )
+        yield _counter("engine_errors", "records on which the engine raised", c.engine_errors)
+        yield _labelled(
+            "incident_updates",
+            "incident updates emitted",
+            ["kind", "severity", "status"],
+            c.incidents_by_kind,
+        )
+        yield _counter(
+            "duplicates_dropped", "updates a previous owner had published", c.duplicates_dropped
+        )
+        yield _counter("skipped_messages", "messages already in a restored state", c.skipped)
+        yield _counter("runs_restored", "runs restored from checkpoints", c.restored_runs)
+        yield _counter("runs_fresh", "runs whose checkpoint could not be restored", c.fresh_runs)
+        yield _counter("commits", "offset commits", c.commits)
+        yield _counter("checkpoint_bytes", "bytes of run checkpoints written", c.checkpoint_bytes)
+        yield _labelled(
+            "alert_outcomes", "alert messages by outcome", ["action"], self.service.alert_outcomes()
+        )
+        gauges = {"consumer_lag_messages": float(c.lag), **self.service.gauges()}
+        ok, _ = self.service.health()
+        gauges["up"] = 1.0 if ok else 0.0
+        for name, value in gauges.items():
+            yield GaugeMetricFamily(f"streamwatch_{name}", name.replace("_", " "), value=value)
+
+
+class MetricsServer:
+    """An HTTP server on its own thread: ``/metrics`` and ``/healthz``."""
+
+    def __init__(self, service: Observed, host: str, port: int) -> None:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_ServiceCollector(service))
+        handler = _handler(registry, service.health)
+        self.server = ThreadingHTTPServer((host, port), handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, name="streamwatch-metrics", daemon=True
+        )
+        self.thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.server.server_address[:2]
+        return str(host), int(port)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5.0)
+
+
+def _handler(
+    registry: CollectorRegistry, health: Callable[[], tuple[bool, dict[str, Any]]]
+) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._reply(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+            elif path == "/healthz":
+                ok, detail = health()
+                body = json.dumps(detail, sort_keys=True).encode()
+                self._reply(200 if ok else 503, "application/json", body)
+            else:
+                self._reply(404, "text/plain; charset=utf-8", b"/metrics or /healthz\n")
+
+        def _reply(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # scrapes are not news
+
+    return Handler
