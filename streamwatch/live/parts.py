@@ -65,6 +65,41 @@ def assemble(
     file's sink, then ``extra_sinks``."""
     partitions = broker.ensure_topics(s.topic_specs())
     outbox = RecordOutbox(broker.producer())
+    try:
+        return _assemble(
+            s,
+            broker,
+            partitions,
+            outbox,
+            sinks,
+            extra_sinks,
+            monitor=monitor,
+            counts=counts,
+            clock=clock,
+            throttle=throttle,
+            live=live,
+            stop=stop,
+        )
+    except BaseException:
+        outbox.close()  # what was opened before the failure
+        raise
+
+
+def _assemble(
+    s: ServiceSettings,
+    broker: Broker,
+    partitions: dict[str, int],
+    outbox: RecordOutbox,
+    sinks: list[Sink],
+    extra_sinks: list[Sink],
+    *,
+    monitor: Monitor,
+    counts: ServiceCounts,
+    clock: Clock,
+    throttle: Throttle,
+    live: LiveReport | None,
+    stop: Callable[[], threading.Event],
+) -> Parts:
     checkpoints = None
     if s.state_topic:
         checkpoints = Checkpoints(
