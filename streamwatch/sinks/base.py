@@ -12,8 +12,8 @@ __all__ = ["Sink"]
 class Sink(Protocol):
     """Receives each incident update as the engine emits it (``send`` must not block long).
 
-    A sink may also have ``flush()``, ``close()`` and ``run_ended(run_id)``; the live service
-    calls them when present.
+    A sink may also have ``close()`` and ``run_ended(run_id)`` (a run's end-of-run marker
+    arrived); the live service calls them when present.
     """
 
     def send(self, inc: Incident) -> None: ...
