@@ -490,10 +490,11 @@ def test_checkpoints_that_cannot_be_restored_are_logged_and_their_runs_start_afr
 ) -> None:
     """One run's checkpoint replaced by a snapshot of another version, one by damaged bytes:
     the next service says so for each, starts them afresh, restores the third, goes on."""
-    import pickle
     import zlib
 
     from kafka import KafkaProducer
+
+    from streamwatch.snapshot import VERSION
 
     caplog.set_level(logging.INFO, logger="streamwatch.live")
     runs = ("foreign", "damaged", "intact")
@@ -508,8 +509,12 @@ def test_checkpoints_that_cannot_be_restored_are_logged_and_their_runs_start_afr
         if kind == b"run":
             latest[record.key.decode().rsplit("\x1f", 1)[1]] = record
     assert set(latest) == set(runs)
+    head, _, body = zlib.decompress(latest["foreign"].value).partition(b"\n")
+    header = json.loads(head)
+    assert header["version"] == VERSION
+    header["version"] = VERSION + 1  # as the next version of streamwatch would write it
     bad = {
-        "foreign": zlib.compress(pickle.dumps((999, None)), 1),
+        "foreign": zlib.compress(json.dumps(header).encode() + b"\n" + body, 1),
         "damaged": b"\x00 not a checkpoint",
     }
     producer: Any = KafkaProducer(**kafka_kwargs(bootstrap), acks="all")
@@ -532,7 +537,8 @@ def test_checkpoints_that_cannot_be_restored_are_logged_and_their_runs_start_afr
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     for run_id in bad:
         assert any(f"run {run_id}: checkpoint not restored" in line for line in errors), errors
-    assert any("(ValueError" in line for line in errors if "run foreign" in line), errors
+    said = f"run 'foreign' is version {VERSION + 1}; this streamwatch reads version {VERSION}"
+    assert any(said in line for line in errors if line.startswith("run foreign")), errors
     assert "2 runs started afresh" in counts.summary()
 
 

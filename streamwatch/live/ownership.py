@@ -167,7 +167,7 @@ class Ownership:
             for cp in loaded.runs.values():
                 try:
                     run_id = self.monitor.restore(cp.state)
-                except Exception as exc:  # ValueError: another snapshot version, say
+                except ValueError as exc:  # SnapshotError: another version, damaged bytes
                     log.error(
                         "run %s: checkpoint not restored (%s: %s); the run starts afresh from "
                         "offset %d of partition %d",
