@@ -67,9 +67,23 @@ class NoSignalCheck:
             if step < self.step:
                 return []
             self._next_step(step)
-        self.values[signal] = x
+        values = self.values
+        values[signal] = x
         self.metrics[signal] = metric
+        if not self.held and not self._suspect(signal, x):
+            return []  # the common case: nothing held at this step, and this value is fine
         return self._judge(step)
+
+    def _suspect(self, signal: str, x: float) -> bool:
+        """Could this value make a condition hold?"""
+        if signal == "grad_norm":
+            return x == 0.0
+        if signal == "reward_std":
+            return abs(x) <= _ZERO
+        if signal == "zero_variance":
+            return x >= self.s.zero_variance_warning
+        other = self.values.get("reward_min" if signal == "reward_max" else "reward_max")
+        return other is not None and abs(x - other) <= _ZERO
 
     def _next_step(self, step: int) -> None:
         self.streaks = dict(self.held)
