@@ -19,6 +19,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from streamwatch.simulate.signal import (
+    SignalParams,
+    draw_signal_params,
+    healthy_zero_variance,
+    observed_mismatch,
+    score_bounds,
+    zero_variance,
+)
 from streamwatch.simulate.spec import RunSpec, stream_rng
 
 __all__ = [
@@ -87,6 +95,7 @@ class Params:
     save_factor: float
     eval_factor: float  # steps with a held-out evaluation are this much slower
     eval0_seconds: float  # the pre-training evaluation (step 0)
+    signal: SignalParams  # learning signal and mismatch (drawn from a stream of their own)
 
 
 def draw_params(spec: RunSpec) -> Params:
@@ -151,6 +160,7 @@ def draw_params(spec: RunSpec) -> Params:
         save_factor=u(1.25, 1.35),
         eval_factor=u(1.1, 1.3),
         eval0_seconds=u(0.2, 0.6) * spec.step_seconds,
+        signal=draw_signal_params(spec),
     )
 
 
@@ -175,6 +185,10 @@ class Latent:
     lr: Array
     rank_slowdown: Array  # (ranks, steps) multiplicative
     stall_seconds: Array  # extra wall time before a step's events (a hang)
+    zero_var: Array  # share of the healthy groups whose completions all got one reward
+    dead: Array  # share of all groups that get one reward whatever the completion (a fault)
+    dead_reward: Array  # ... and that reward
+    mismatch: Array  # rollout/train mismatch, as a multiple of the run's healthy level
     stop_at: int  # no events from this step on
     overrides: list[tuple[str, int, float]] = field(default_factory=list)  # (series, step, value)
 
@@ -269,6 +283,10 @@ def healthy(spec: RunSpec, p: Params) -> Latent:
         lr=lr,
         rank_slowdown=np.ones((spec.ranks, n)),
         stall_seconds=np.zeros(n),
+        zero_var=healthy_zero_variance(p.signal, n),
+        dead=np.zeros(n),
+        dead_reward=np.zeros(n),
+        mismatch=np.ones(n),
         stop_at=n,
     )
 
@@ -304,6 +322,8 @@ _SERIES = (
     "mfu",
     "gen",
     "shared_time",
+    "zero_variance",  # streams 24 and 25: added last, so the others keep theirs
+    "mismatch",
 )
 
 
@@ -407,6 +427,8 @@ def observe(spec: RunSpec, p: Params, lat: Latent, nz: Noise) -> Observed:
     step_end = spec.start_ts + np.cumsum(wall)
     ts = step_end[None, :] + 0.005 * spec.step_seconds * nz.jitter
 
+    groups = p.signal.groups(p.batch_responses)
+    score_max, score_min = score_bounds(lat.dead, lat.dead_reward, groups)
     series = {
         "entropy": entropy,
         "token_prob": token_prob,
@@ -422,6 +444,10 @@ def observe(spec: RunSpec, p: Params, lat: Latent, nz: Noise) -> Observed:
         "lr": lat.lr.copy(),
         "mfu": mfu,
         "gen_time": gen,
+        "zero_variance": zero_variance(lat.zero_var, lat.dead, groups, z["zero_variance"]),
+        "score_max": score_max,
+        "score_min": score_min,
+        "mismatch": observed_mismatch(p.signal, lat.mismatch, z["mismatch"]),
     }
     for name, step, value in lat.overrides:
         series[name][step] = value
