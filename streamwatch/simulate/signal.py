@@ -94,7 +94,11 @@ def healthy_zero_variance(sp: SignalParams, n: int) -> Array:
 
 def zero_variance(level: Array, dead: Array, groups: int, z: Array) -> Array:
     """The logged fraction: a count over ``groups`` groups of the share ``level`` of healthy
-    groups without variance plus the share ``dead`` whose completions all got one reward."""
+    groups without variance plus the share ``dead`` whose completions all got one reward.
+
+    >>> zero_variance(np.array([0.25, 0.25]), np.array([0.0, 1.0]), 64, np.zeros(2)).tolist()
+    [0.25, 1.0]
+    """
     share = np.clip(dead + (1.0 - dead) * level, 0.0, 1.0)
     noisy = share + np.sqrt(share * (1.0 - share) / groups) * z
     out: Array = np.round(np.clip(noisy, 0.0, 1.0) * groups) / groups
@@ -103,7 +107,12 @@ def zero_variance(level: Array, dead: Array, groups: int, z: Array) -> Array:
 
 def score_bounds(dead: Array, dead_reward: Array, groups: int) -> tuple[Array, Array]:
     """The batch's highest and lowest score: 1 and 0 while any group still varies, the one
-    reward every completion got once none does."""
+    reward every completion got once none does.
+
+    >>> high, low = score_bounds(np.array([0.0, 0.9, 1.0]), np.zeros(3), groups=64)
+    >>> high.tolist(), low.tolist()
+    ([1.0, 1.0, 0.0], [0.0, 0.0, 0.0])
+    """
     none_left = np.round(groups * (1.0 - dead)) < 1.0
     high: Array = np.where(none_left, dead_reward, 1.0)
     low: Array = np.where(none_left, dead_reward, 0.0)
