@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -33,6 +34,7 @@ from streamwatch.simulate import (
 )
 
 V = METRIC_NAMES["verl"]
+T = METRIC_NAMES["trl"]
 ONSET = 150
 
 
@@ -45,8 +47,10 @@ def _by_step(events: list[Event], rank: int = 0) -> dict[int, dict[str, float]]:
     return {e.step: e.metrics for e in events if _rank(e) == rank}
 
 
-def _series(events: list[Event], canonical: str, rank: int = 0) -> dict[int, float]:
-    name = V[canonical]
+def _series(
+    events: list[Event], canonical: str, rank: int = 0, framework: str = "verl"
+) -> dict[int, float]:
+    name = METRIC_NAMES[framework][canonical]
     return {s: m[name] for s, m in _by_step(events, rank).items() if name in m}
 
 
@@ -97,8 +101,12 @@ def test_rank0_logs_the_training_metrics() -> None:
         "timing_s/gen",
         "timing_s/step",
         "perf/throughput",
+        "critic/score/max",
+        "critic/score/min",
+        "training/rollout_probs_diff_mean",
     ):
         assert name in step5
+    assert "frac_reward_zero_std" not in step5  # verl does not log it
     assert all(math.isfinite(v) for e in events for v in e.metrics.values())
 
 
@@ -131,8 +139,17 @@ def test_heldout_cadence() -> None:
 def test_trl_naming() -> None:
     events = list(simulate_run(healthy_spec("t", seed=0, steps=21, framework="trl")))
     step10 = _by_step(events)[10]
-    for name in ("entropy", "reward", "reward_std", "completions/mean_length", "eval_reward"):
+    for name in (
+        "entropy",
+        "reward",
+        "reward_std",
+        "completions/mean_length",
+        "eval_reward",
+        "frac_reward_zero_std",
+        "sampling/sampling_logp_difference/mean",
+    ):
         assert name in step10
+    assert not any(name.startswith("critic/") for name in step10)  # no score max and min
     assert set(_by_step(events, rank=1)[10]) == {"step_time", "throughput"}
 
 
@@ -178,15 +195,51 @@ def test_healthy_metrics_are_noisy() -> None:
         assert np.std(np.diff(obs.series[name][200:])) > 0
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_healthy_learning_signal_and_mismatch_look_like_real_runs(seed: int) -> None:
+    verl = list(simulate_run(healthy_spec("h", seed=seed, steps=400)))
+    trl = list(simulate_run(healthy_spec("h", seed=seed, steps=400, framework="trl")))
+    # a 0/1 reward: the batch always holds a pass and a failure (verl's GSM8K runs log 1 and 0)
+    assert set(_series(verl, "score_max").values()) == {1.0}
+    assert set(_series(verl, "score_min").values()) == {0.0}
+    # the zero-variance fraction rises slowly as prompts get solved, well below "all"
+    zero = np.array(list(_series(trl, "zero_variance", framework="trl").values()))
+    assert np.all((zero >= 0.0) & (zero < 0.85))
+    assert 0.02 < zero[:10].mean() < 0.25 and 0.25 < zero[-50:].mean() < 0.7
+    assert zero[-50:].mean() > zero[:10].mean() + 0.15
+    assert np.std(np.diff(zero[200:])) > 0
+    # the mismatch is small, noisy and has no trend; verl's stays below the 0.01 that its
+    # FAQ calls a precision problem of the inference engine
+    for events, framework in ((verl, "verl"), (trl, "trl")):
+        mismatch = np.array(list(_series(events, "mismatch", framework=framework).values()))
+        assert np.all(mismatch > 0.0)
+        assert np.std(np.diff(mismatch)) > 0.05 * np.median(mismatch)
+        assert 0.8 < np.median(mismatch[-100:]) / np.median(mismatch[:100]) < 1.25
+    verl_mismatch = np.array(list(_series(verl, "mismatch").values()))
+    assert 0.0018 < np.median(verl_mismatch) < 0.0055 and verl_mismatch.max() < 0.01
+
+
+def test_the_mismatch_metrics_of_the_frameworks_differ_in_scale_only() -> None:
+    """verl logs probability differences, TRL log-probability differences (about 3x larger);
+    everything else of a run is the same in both namings."""
+    verl = observe_run(healthy_spec("h", seed=4, steps=200))
+    trl = observe_run(healthy_spec("h", seed=4, steps=200, framework="trl"))
+    ratio = trl.series["mismatch"] / verl.series["mismatch"]
+    assert np.allclose(ratio, ratio[0]) and 2.0 < ratio[0] < 5.0
+    for name in verl.series.keys() - {"mismatch"}:
+        assert np.array_equal(verl.series[name], trl.series[name]), name
+
+
 # --- faults --------------------------------------------------------------------------------
 
 
 def _pair(
-    kind: str, seed: int = 11, strength: float = 1.0, **kw: int
+    kind: str, seed: int = 11, strength: float = 1.0, framework: str = "verl", **kw: int
 ) -> tuple[list[Event], list[Event]]:
     fault = Fault(kind=kind, step=ONSET, strength=strength, **kw)
-    sick = list(simulate_run(healthy_spec("x", seed=seed, steps=400, faults=(fault,))))
-    well = list(simulate_run(healthy_spec("x", seed=seed, steps=400)))
+    spec = healthy_spec("x", seed=seed, steps=400, framework=framework)
+    sick = list(simulate_run(dataclasses.replace(spec, faults=(fault,))))
+    well = list(simulate_run(spec))
     return sick, well
 
 
@@ -195,13 +248,17 @@ def _pair(
     [(k, None) for k in FAULT_KINDS if k != "run_stalled"] + [(k, 80) for k in GRADUAL_KINDS],
 )
 def test_fault_changes_its_targets_after_onset_only(kind: str, ramp: int | None) -> None:
-    sick, well = _pair(kind) if ramp is None else _pair(kind, ramp=ramp)
-    before_sick = [e for e in sick if e.step < ONSET]
-    before_well = [e for e in well if e.step < ONSET]
-    assert _dump(before_sick) == _dump(before_well)
+    kw = {} if ramp is None else {"ramp": ramp}
+    pairs = {fw: _pair(kind, framework=fw, **kw) for fw in ("verl", "trl")}
+    for sick, well in pairs.values():
+        before_sick = [e for e in sick if e.step < ONSET]
+        before_well = [e for e in well if e.step < ONSET]
+        assert _dump(before_sick) == _dump(before_well)
     rank = 3 if kind == "rank_straggler" else 0
     for canonical in TARGETS[kind]:
-        a, b = _series(sick, canonical, rank), _series(well, canonical, rank)
+        fw = "verl" if canonical in V else "trl"  # verl logs no zero-variance fraction
+        sick, well = pairs[fw]
+        a, b = _series(sick, canonical, rank, fw), _series(well, canonical, rank, fw)
         changed = [s for s in a if s >= ONSET and not _same(a[s], b[s])]
         assert changed, f"{kind} left {canonical} unchanged"
         assert min(changed) <= ONSET + 10
@@ -264,7 +321,24 @@ CHECKS: dict[str, Check] = {
         and _late(s, "throughput", 3) < 0.75 * _late(s, "throughput", 2)
     ),
     "metric_drift": lambda s, w: _late(s, "mfu") < 0.7 * _late(w, "mfu"),
+    "no_learning_signal": lambda s, w: _no_signal_from(s, ONSET) and not _no_signal_from(w, 1),
+    "policy_mismatch": lambda s, w: (
+        _late(s, "mismatch") > 3 * _late(w, "mismatch")
+        and _late(s, "entropy") > 1.2 * _late(w, "entropy")
+        and 0.8 * _late(w, "reward") < _late(s, "reward") < _late(w, "reward")
+    ),
 }
+
+
+def _no_signal_from(events: list[Event], start: int) -> bool:
+    """From ``start`` on, every completion got one reward: the batch's score max is its min
+    and its mean, the score std, grad norm and policy loss are exactly 0."""
+    rows = [m for step, m in _by_step(events).items() if step >= start]
+    return all(
+        m[V["score_max"]] == m[V["score_min"]] == m[V["reward"]]
+        and m[V["score_std"]] == m[V["grad_norm"]] == m[V["pg_loss"]] == 0.0
+        for m in rows
+    )
 
 
 @pytest.mark.parametrize("kind", sorted(CHECKS))
@@ -273,11 +347,11 @@ def test_fault_mechanics(kind: str) -> None:
     assert CHECKS[kind](sick, well)
 
 
-#: incident kinds the simulator cannot inject yet (field cases test them: tests/data/field)
-NOT_SIMULATED = {"no_learning_signal", "policy_mismatch"}
+#: incident kinds the simulator cannot inject (field cases test them: tests/data/field)
+NOT_SIMULATED: set[str] = set()
 
 
-def test_every_kind_but_the_newest_is_injectable() -> None:
+def test_every_kind_is_injectable() -> None:
     assert set(FAULT_KINDS) == set(KINDS) - NOT_SIMULATED
     assert set(TARGETS) == set(FAULT_KINDS)
     assert set(CHECKS) | {"run_stalled"} == set(FAULT_KINDS)
@@ -286,7 +360,12 @@ def test_every_kind_but_the_newest_is_injectable() -> None:
 
 @pytest.mark.parametrize(
     ("kind", "canonical"),
-    [("entropy_blowup", "entropy"), ("reward_collapse", "reward"), ("metric_drift", "mfu")],
+    [
+        ("entropy_blowup", "entropy"),
+        ("reward_collapse", "reward"),
+        ("metric_drift", "mfu"),
+        ("policy_mismatch", "mismatch"),
+    ],
 )
 def test_strength_scales_the_effect(kind: str, canonical: str) -> None:
     base = _late(_pair(kind, strength=1.0)[1], canonical)
@@ -361,6 +440,87 @@ def test_default_straggler_is_the_last_rank() -> None:
     assert late[7] > 1.4 * np.median(late)
 
 
+# --- learning-signal faults -----------------------------------------------------------------
+
+
+def test_no_learning_signal_shows_at_the_onset_step_in_trl_names() -> None:
+    """The signature of huggingface/trl#3857: frac_reward_zero_std 1, reward_std 0, loss 0,
+    grad_norm 0, from the onset step on."""
+    sick, _ = _pair("no_learning_signal", framework="trl")
+    for step, m in _by_step(sick).items():
+        if step == 0:
+            continue  # the pre-training evaluation only
+        if step < ONSET:
+            assert m[T["zero_variance"]] < 0.9 and m[T["grad_norm"]] > 0.0
+        else:
+            assert m[T["zero_variance"]] == 1.0 and m[T["score_std"]] == 0.0
+            assert m[T["pg_loss"]] == 0.0 and m[T["grad_norm"]] == 0.0
+
+
+def test_no_learning_signal_gives_one_reward_failing_or_passing_everything() -> None:
+    rewards = set()
+    for seed in range(12):
+        sick, well = _pair("no_learning_signal", seed=seed)
+        assert _no_signal_from(sick, ONSET)
+        assert _by_step(sick)[ONSET - 1] == _by_step(well)[ONSET - 1]
+        rewards |= set(_series(sick, "score_max").values()) - {1.0} or {1.0}
+        # the policy stops changing: entropy and length keep their onset level
+        for canonical in ("entropy", "length"):
+            late = _late(sick, canonical)
+            assert late == pytest.approx(_series(sick, canonical)[ONSET], rel=0.2)
+    assert rewards == {0.0, 1.0}
+
+
+def test_gradual_no_learning_signal_climbs_to_every_group() -> None:
+    zero = _observed("no_learning_signal")("zero_variance")
+    healthy = _observed(None)("zero_variance")
+    assert np.array_equal(zero[:ONSET], healthy[:ONSET])
+    assert np.all(zero[ONSET + RAMP - 1 :] == 1.0)
+    early, late = zero[ONSET : ONSET + 10].mean(), zero[ONSET + RAMP - 20 : ONSET + RAMP - 10]
+    assert early < 0.7 < 0.75 < late.mean()  # at least 3/4 of the groups in the late part
+    grad = _observed("no_learning_signal")("grad_norm")
+    assert np.all(grad[ONSET : ONSET + RAMP - 1] > 0.0) and np.all(grad[ONSET + RAMP - 1 :] == 0.0)
+    high, low = (_observed("no_learning_signal")(n) for n in ("score_max", "score_min"))
+    assert np.all(high[: ONSET + RAMP - 1] == 1.0) and np.all(low[: ONSET + RAMP - 1] == 0.0)
+    assert np.all(high[ONSET + RAMP - 1 :] == low[ONSET + RAMP - 1 :])
+
+
+def test_a_weaker_no_learning_signal_leaves_some_groups_learning() -> None:
+    fault = Fault("no_learning_signal", ONSET, strength=0.5)
+    sick = observe_run(healthy_spec("x", seed=11, steps=400, faults=(fault,))).series
+    well = observe_run(healthy_spec("x", seed=11, steps=400)).series
+    after = slice(ONSET, None)
+    assert np.allclose(sick["grad_norm"][after], 0.5 * well["grad_norm"][after], rtol=1e-12)
+    assert np.all(sick["score_max"] == 1.0) and np.all(sick["score_min"] == 0.0)
+    zero = sick["zero_variance"][after]
+    assert well["zero_variance"][after].mean() + 0.2 < zero.mean() < 0.95
+
+
+def test_no_learning_signal_with_duration_recovers() -> None:
+    fault = Fault("no_learning_signal", ONSET, duration=30)
+    sick = observe_run(healthy_spec("x", seed=3, steps=400, faults=(fault,))).series
+    well = observe_run(healthy_spec("x", seed=3, steps=400)).series
+    assert np.all(sick["grad_norm"][ONSET : ONSET + 30] == 0.0)
+    assert np.all(sick["zero_variance"][ONSET : ONSET + 30] == 1.0)
+    assert sick["grad_norm"][-1] == pytest.approx(well["grad_norm"][-1], rel=1e-3)
+    assert sick["zero_variance"][-50:].mean() < 0.9
+
+
+@pytest.mark.parametrize("kind", ["no_learning_signal", "policy_mismatch"])
+@pytest.mark.parametrize("framework", ["verl", "trl"])
+def test_learning_signal_faults_are_deterministic(kind: str, framework: str) -> None:
+    for gradual in (False, True):
+        spec = random_fault_spec(kind, seed=3, framework=framework, gradual=gradual)
+        first, again = list(simulate_run(spec)), list(simulate_run(spec))
+        assert _dump(first) == _dump(again)
+        other = random_fault_spec(kind, seed=4, framework=framework, gradual=gradual)
+        assert _dump(first) != _dump(list(simulate_run(other)))
+        onset = spec.faults[0].step
+        healthy = dataclasses.replace(spec, faults=())
+        before = [e for e in simulate_run(healthy) if e.step < onset]
+        assert _dump([e for e in first if e.step < onset]) == _dump(before)
+
+
 # --- gradual faults ------------------------------------------------------------------------
 
 RAMP = 80
@@ -401,6 +561,10 @@ PROGRESS: dict[str, tuple[str, Callable[[np.ndarray, np.ndarray], np.ndarray], f
     "rank_straggler": ("step_time", lambda s, w: _share(s / w), 1e-9),
     # the grad norm grows linearly to its final multiple
     "metric_spike": ("grad_norm", lambda s, w: _share(s / w), 1e-9),
+    # the share of groups with one reward grows linearly to all: the grad norm fades to 0
+    "no_learning_signal": ("grad_norm", lambda s, w: 1.0 - s / w, 1e-9),
+    # the mismatch grows linearly to its final multiple
+    "policy_mismatch": ("mismatch", lambda s, w: _share(s / w), 1e-9),
 }
 
 
@@ -439,6 +603,12 @@ SAME_END: dict[str, tuple[tuple[str, ...], int, float]] = {
     "length_explosion": (("length", "clip_ratio", "reward"), ONSET + RAMP + 20, 0.01),
     "truncation_saturation": (("length", "clip_ratio", "score_std"), ONSET + RAMP + 20, 0.02),
     "length_collapse": (("length", "reward"), ONSET + RAMP, 0.01),
+    "no_learning_signal": (
+        ("zero_variance", "score_max", "score_min", "reward", "score_std", "grad_norm", "pg_loss"),
+        ONSET + RAMP - 1,
+        0.0,
+    ),
+    "policy_mismatch": (("mismatch", "entropy", "reward", "grad_norm"), ONSET + RAMP - 1, 0.0),
 }
 
 

@@ -19,6 +19,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from streamwatch.simulate.noise import Noise, draw_noise
+from streamwatch.simulate.signal import (
+    SignalParams,
+    draw_signal_params,
+    healthy_zero_variance,
+    observed_mismatch,
+    score_bounds,
+    zero_variance,
+)
 from streamwatch.simulate.spec import RunSpec, stream_rng
 
 __all__ = [
@@ -87,6 +96,7 @@ class Params:
     save_factor: float
     eval_factor: float  # steps with a held-out evaluation are this much slower
     eval0_seconds: float  # the pre-training evaluation (step 0)
+    signal: SignalParams  # learning signal and mismatch (drawn from a stream of their own)
 
 
 def draw_params(spec: RunSpec) -> Params:
@@ -151,6 +161,7 @@ def draw_params(spec: RunSpec) -> Params:
         save_factor=u(1.25, 1.35),
         eval_factor=u(1.1, 1.3),
         eval0_seconds=u(0.2, 0.6) * spec.step_seconds,
+        signal=draw_signal_params(spec),
     )
 
 
@@ -175,6 +186,10 @@ class Latent:
     lr: Array
     rank_slowdown: Array  # (ranks, steps) multiplicative
     stall_seconds: Array  # extra wall time before a step's events (a hang)
+    zero_var: Array  # share of the healthy groups whose completions all got one reward
+    dead: Array  # share of all groups that get one reward whatever the completion (a fault)
+    dead_reward: Array  # ... and that reward
+    mismatch: Array  # rollout/train mismatch, as a multiple of the run's healthy level
     stop_at: int  # no events from this step on
     overrides: list[tuple[str, int, float]] = field(default_factory=list)  # (series, step, value)
 
@@ -269,76 +284,11 @@ def healthy(spec: RunSpec, p: Params) -> Latent:
         lr=lr,
         rank_slowdown=np.ones((spec.ranks, n)),
         stall_seconds=np.zeros(n),
+        zero_var=healthy_zero_variance(p.signal, n),
+        dead=np.zeros(n),
+        dead_reward=np.zeros(n),
+        mismatch=np.ones(n),
         stop_at=n,
-    )
-
-
-@dataclass(frozen=True)
-class Noise:
-    """Every random draw of the observation layer (fixed size, one stream per series)."""
-
-    z: dict[str, Array]  # standard normals per series
-    entropy_blip: Array  # multiplicative, 1 except on rare single steps
-    length_blip: Array
-    kl_blip: Array
-    grad_spike: Array  # isolated single-step grad-norm spikes (10-100x)
-    length_wander: Array  # slow, correlated log-length wander
-    rank_bias: Array  # persistent per-rank speed differences (log)
-    rank_z: Array  # (ranks, steps) per-rank step-time noise
-    token_z: Array  # (ranks, steps) per-rank token-count noise
-    jitter: Array  # (ranks, steps) in [0, 1): when in the step's last moments a rank logs
-
-
-_SERIES = (
-    "entropy",
-    "token_prob",
-    "reward",
-    "score_std",
-    "heldout",
-    "length",
-    "clip",
-    "kl",
-    "grad_norm",
-    "pg_loss",
-    "clipfrac",
-    "mfu",
-    "gen",
-    "shared_time",
-)
-
-
-def _blips(seed: int, stream: int, n: int, rate: float, low: float, high: float) -> Array:
-    """Rare single-step multiplicative blips, log-uniform in [low, high]."""
-    rng = stream_rng(seed, stream)
-    hit = rng.random(n) < rate
-    size = np.exp(rng.uniform(math.log(low), math.log(high), n))
-    out: Array = np.where(hit, size, 1.0)
-    return out
-
-
-def draw_noise(spec: RunSpec, p: Params) -> Noise:
-    n, ranks, seed = spec.steps, spec.ranks, spec.seed
-    z = {name: stream_rng(seed, 10 + i).standard_normal(n) for i, name in enumerate(_SERIES)}
-    spike = _blips(seed, 40, n, p.grad_spike_rate, 10.0, 100.0)
-    repeat = np.zeros(n, dtype=bool)
-    repeat[1:] = (spike[1:] > 1.0) & (spike[:-1] > 1.0)
-    spike = np.where(repeat, 1.0, spike)  # spikes are isolated: never two steps in a row
-    wander_rng = stream_rng(seed, 44)
-    kernel = np.exp(-np.arange(60) / 20.0)
-    kernel /= np.sqrt(np.sum(kernel**2))
-    wander = 0.015 * np.convolve(wander_rng.standard_normal(n + 59), kernel, mode="valid")
-    rank_rng = stream_rng(seed, 45)
-    return Noise(
-        z=z,
-        entropy_blip=_blips(seed, 41, n, 0.003, 1.2, 1.6),
-        length_blip=_blips(seed, 42, n, 0.003, 1.15, 1.4),
-        kl_blip=_blips(seed, 43, n, 0.003, 2.0, 4.0),
-        grad_spike=spike,
-        length_wander=wander[:n],
-        rank_bias=0.01 * rank_rng.standard_normal(ranks),
-        rank_z=stream_rng(seed, 46).standard_normal((ranks, n)),
-        token_z=stream_rng(seed, 47).standard_normal((ranks, n)),
-        jitter=stream_rng(seed, 48).random((ranks, n)),
     )
 
 
@@ -407,6 +357,8 @@ def observe(spec: RunSpec, p: Params, lat: Latent, nz: Noise) -> Observed:
     step_end = spec.start_ts + np.cumsum(wall)
     ts = step_end[None, :] + 0.005 * spec.step_seconds * nz.jitter
 
+    groups = p.signal.groups(p.batch_responses)
+    score_max, score_min = score_bounds(lat.dead, lat.dead_reward, groups)
     series = {
         "entropy": entropy,
         "token_prob": token_prob,
@@ -422,6 +374,10 @@ def observe(spec: RunSpec, p: Params, lat: Latent, nz: Noise) -> Observed:
         "lr": lat.lr.copy(),
         "mfu": mfu,
         "gen_time": gen,
+        "zero_variance": zero_variance(lat.zero_var, lat.dead, groups, z["zero_variance"]),
+        "score_max": score_max,
+        "score_min": score_min,
+        "mismatch": observed_mismatch(p.signal, lat.mismatch, z["mismatch"]),
     }
     for name, step, value in lat.overrides:
         series[name][step] = value

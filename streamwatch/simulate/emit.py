@@ -14,7 +14,8 @@ from streamwatch.simulate.spec import RunSpec
 
 __all__ = ["METRIC_NAMES", "observe_run", "simulate", "simulate_run", "write_jsonl"]
 
-#: framework -> canonical series -> the metric name it is logged under.
+#: framework -> canonical series -> the metric name it is logged under. A framework logs only
+#: the series it has a name for: verl no zero-variance fraction, TRL no score max and min.
 METRIC_NAMES: dict[str, dict[str, str]] = {
     "verl": {
         "entropy": "actor/entropy",
@@ -33,6 +34,9 @@ METRIC_NAMES: dict[str, dict[str, str]] = {
         "step_time": "timing_s/step",
         "throughput": "perf/throughput",
         "heldout": "val-core/gsm8k/reward/mean@1",
+        "score_max": "critic/score/max",
+        "score_min": "critic/score/min",
+        "mismatch": "training/rollout_probs_diff_mean",
     },
     "trl": {
         "entropy": "entropy",
@@ -51,6 +55,8 @@ METRIC_NAMES: dict[str, dict[str, str]] = {
         "step_time": "step_time",
         "throughput": "throughput",
         "heldout": "eval_reward",
+        "zero_variance": "frac_reward_zero_std",
+        "mismatch": "sampling/sampling_logp_difference/mean",
     },
 }
 
@@ -69,6 +75,10 @@ _TRAINING = (
     "length",
     "clip_ratio",
     "gen_time",
+    "score_max",
+    "score_min",
+    "zero_variance",
+    "mismatch",
 )
 
 
@@ -91,7 +101,7 @@ def simulate_run(spec: RunSpec) -> Iterator[Event]:
     """
     obs = observe_run(spec)
     names = METRIC_NAMES[spec.framework]
-    columns = [(names[k], obs.series[k].tolist()) for k in _TRAINING]
+    columns = [(names[k], obs.series[k].tolist()) for k in _TRAINING if k in names]
     heldout_name, heldout = names["heldout"], obs.series["heldout"].tolist()
     time_name, thr_name = names["step_time"], names["throughput"]
     step_time, throughput, ts = obs.step_time.tolist(), obs.throughput.tolist(), obs.ts.tolist()

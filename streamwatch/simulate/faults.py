@@ -45,6 +45,19 @@ the onset step and is nearly complete T steps later.
   throughput falls accordingly); the synchronous step, and so every rank's clock, waits.
 - metric_drift: ``perf/mfu/actor`` (no RL-specific check reads it) drops by min(0.9, 0.4s)
   and stays down.
+- no_learning_signal: from the onset a share min(1, s) of the prompt groups (every group at
+  s >= 1) gets one reward for all its completions: 0 (every completion fails, as with a
+  reward function that never matches; 2 faults in 3) or 1 (every completion passes). The
+  zero-variance fraction goes to 1, the score std to 0, the batch's score max and min to
+  that one reward (once no group varies), train reward to it; grad norm, policy loss and
+  the PPO clip fraction shrink with the share of groups that still vary (exactly 0 at
+  s >= 1); the policy stops changing (entropy, length, KL and held-out reward frozen at
+  their onset level).
+- policy_mismatch: the rollout/train probability mismatch (verl's
+  ``training/rollout_probs_diff_mean``, TRL's ``sampling/sampling_logp_difference/mean``)
+  climbs to 1 + U(2, 6)·s times its healthy level (smoothstep over 10/s steps) and stays;
+  entropy rises by 30%·s, grad norm by 50%·s, train and held-out reward fall by
+  min(0.5, 0.1s) of their level.
 
 Gradual faults (:attr:`Fault.ramp` = R; the kinds in ``GRADUAL_KINDS``): the same mechanics,
 but the fault's progress is a linear ramp w = min(1, (dt + 1) / R) instead of the fast
@@ -73,6 +86,10 @@ on). What rises linearly:
   ramp, then back to normal.
 - rank_straggler: a slowly slowing rank: its step-time factor 1 -> 1 + U(0.5, 2)·s.
 - metric_drift: a slow slide: the MFU drop, 0 -> min(0.9, 0.4s).
+- no_learning_signal: the share of groups with one reward, 0 -> min(1, s): the zero-variance
+  fraction climbs to 1 over the ramp, grad norm and loss fade to 0 with it.
+- policy_mismatch: the mismatch factor, 1 -> 1 + U(2, 6)·s (entropy, grad norm and reward
+  follow with the same w).
 
 nonfinite_metric and run_stalled have no gradual form (a value is non-finite or not, a
 run is heard or not) and reject a ramp. Random draws are the same as the fast form's, so
@@ -95,8 +112,10 @@ from statistics import NormalDist
 
 import numpy as np
 
-from streamwatch.simulate.curves import Array, Latent, Params, rise, truncated
-from streamwatch.simulate.spec import Fault, RunSpec, fault_rng
+from streamwatch.simulate.context import Ctx, freeze
+from streamwatch.simulate.curves import Array, Latent, Params, truncated
+from streamwatch.simulate.signal_faults import no_learning_signal, policy_mismatch
+from streamwatch.simulate.spec import RunSpec, fault_rng
 
 __all__ = ["TARGETS", "apply_faults"]
 
@@ -116,49 +135,13 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "run_stalled": (),
     "rank_straggler": ("step_time", "throughput"),
     "metric_drift": ("mfu",),
+    "no_learning_signal": ("zero_variance", "score_std", "reward", "grad_norm", "pg_loss"),
+    "policy_mismatch": ("mismatch", "entropy", "reward"),
 }
 
 _RECOVERY_STEPS = 10.0
 _ABRUPT = frozenset({"reward_chaos", "rank_straggler", "metric_drift"})
 _OWN_DURATION = frozenset({"run_stalled", "nonfinite_metric", "metric_spike"})
-
-
-class _Ctx:
-    """What an injector needs: the run, its parameters, the fault and time since onset."""
-
-    def __init__(self, spec: RunSpec, p: Params, fault: Fault, rng: np.random.Generator) -> None:
-        self.spec, self.p, self.fault, self.rng = spec, p, fault, rng
-        self.s = fault.strength
-        self.on = fault.step
-        self.ramp = fault.ramp
-        self.dt = np.arange(spec.steps, dtype=np.float64) - fault.step
-        self.after = self.dt >= 0
-
-    def linear(self) -> Array:
-        """The gradual fault's progress: 0 before the onset, (dt + 1) / ramp, then 1."""
-        assert self.ramp is not None
-        out: Array = np.where(self.after, np.clip((self.dt + 1.0) / self.ramp, 0.0, 1.0), 0.0)
-        return out
-
-    def progress(self, fast: Array) -> Array:
-        """``fast`` (the fast form's weight), or the linear ramp for a gradual fault."""
-        return fast if self.ramp is None else self.linear()
-
-    def exp_ramp(self, tau: float) -> Array:
-        """0 before the onset, then 1 - exp(-(dt + 1) / tau)."""
-        since = np.maximum(self.dt + 1.0, 0.0)  # before the onset: 0 (exp of huge numbers)
-        out: Array = np.where(self.after, -np.expm1(-since / tau), 0.0)
-        return out
-
-    def lin_ramp(self, steps: float) -> Array:
-        """0 before the onset, a smoothstep to 1 over ``steps``."""
-        x = np.clip((self.dt + 1.0) / steps, 0.0, 1.0)
-        out: Array = np.where(self.after, x * x * (3.0 - 2.0 * x), 0.0)
-        return out
-
-    def logistic_ramp(self, steps: float) -> Array:
-        out: Array = np.where(self.after, rise(np.maximum(self.dt + 1.0, 0.0), steps), 0.0)
-        return out
 
 
 def _softcap(x: Array, cap: float) -> Array:
@@ -171,22 +154,15 @@ def _clip_share(lat: Latent, p: Params) -> Array:
     return truncated(lat, p.max_length)[1]
 
 
-def _freeze_rewards(lat: Latent, c: _Ctx, w: Array) -> None:
-    """Reward stops improving: pulled towards its onset level by weight ``w``."""
-    for name in ("reward", "heldout"):
-        arr = getattr(lat, name)
-        setattr(lat, name, arr + w * (arr[c.on] - arr))
-
-
-def _entropy_collapse(lat: Latent, c: _Ctx) -> None:
+def _entropy_collapse(lat: Latent, c: Ctx) -> None:
     w = c.progress(c.exp_ramp(15.0 / c.s))
     floor = 1e-3
     lat.entropy = floor + (lat.entropy - floor) * (1.0 - w)
-    _freeze_rewards(lat, c, w)
+    freeze(lat, c, w)
     lat.clipfrac = lat.clipfrac * (1.0 - 0.9 * w)
 
 
-def _blowup_growth(c: _Ctx) -> tuple[Array, Array]:
+def _blowup_growth(c: Ctx) -> tuple[Array, Array]:
     """(log of the entropy factor, share of the reward drop) of an entropy blow-up."""
     full = math.log1p(5.0 * c.s)
     if c.ramp is None:
@@ -199,7 +175,7 @@ def _blowup_growth(c: _Ctx) -> tuple[Array, Array]:
     return np.where(w < 1.0, np.log1p(5.0 * c.s * w), creep), w
 
 
-def _entropy_blowup(lat: Latent, c: _Ctx) -> None:
+def _entropy_blowup(lat: Latent, c: Ctx) -> None:
     log_factor, dropped = _blowup_growth(c)
     lat.entropy = np.where(c.after, _softcap(lat.entropy * np.exp(log_factor), 6.0), lat.entropy)
     lat.length = lat.length * np.exp(0.4 * log_factor)
@@ -211,20 +187,20 @@ def _entropy_blowup(lat: Latent, c: _Ctx) -> None:
     lat.grad_norm = lat.grad_norm * np.exp(0.3 * log_factor)
 
 
-def _reward_chaos(lat: Latent, c: _Ctx) -> None:
+def _reward_chaos(lat: Latent, c: Ctx) -> None:
     extra: float | Array = c.p.reward_noise * math.sqrt((1.0 + 3.0 * c.s) ** 2 - 1.0)
     if c.ramp is not None:
         extra = extra * c.linear()
     lat.reward_chaos = np.where(c.after, np.hypot(lat.reward_chaos, extra), lat.reward_chaos)
 
 
-def _reward_collapse(lat: Latent, c: _Ctx) -> None:
+def _reward_collapse(lat: Latent, c: Ctx) -> None:
     drop = min(0.95, 0.6 * c.s) * c.progress(c.lin_ramp(10.0))
     lat.reward = np.maximum(lat.reward - drop * lat.reward[c.on], 0.0)
     lat.heldout = np.maximum(lat.heldout - drop * lat.heldout[c.on], 0.0)
 
 
-def _length_explosion(lat: Latent, c: _Ctx) -> None:
+def _length_explosion(lat: Latent, c: Ctx) -> None:
     old_len, old_clip = lat.length, _clip_share(lat, c.p)
     limit = max(1.0 + 3.0 * c.s, c.s * c.p.max_length / float(lat.length[c.on]))
     if c.ramp is None:
@@ -238,7 +214,7 @@ def _length_explosion(lat: Latent, c: _Ctx) -> None:
     lat.entropy = lat.entropy * (lat.length / old_len) ** 0.15
 
 
-def _truncation_saturation(lat: Latent, c: _Ctx) -> None:
+def _truncation_saturation(lat: Latent, c: Ctx) -> None:
     target = float(c.rng.uniform(0.9, 0.99)) * min(1.0, 0.45 + 0.55 * c.s)
     w = c.progress(c.logistic_ramp(15.0 / c.s))
     # The untruncated mean length at which a share ``target`` of responses hits the cap.
@@ -249,10 +225,10 @@ def _truncation_saturation(lat: Latent, c: _Ctx) -> None:
     shrink = w * min(0.98, 0.95 * c.s)
     lat.score_std = lat.score_std * (1.0 - shrink)
     lat.reward_noise = lat.reward_noise * (1.0 - 0.5 * shrink)  # prompts still vary
-    _freeze_rewards(lat, c, w)
+    freeze(lat, c, w)
 
 
-def _length_collapse(lat: Latent, c: _Ctx) -> None:
+def _length_collapse(lat: Latent, c: Ctx) -> None:
     floor = max(0.08, 1.0 - 0.85 * c.s)
     w = c.progress(c.exp_ramp(10.0 / c.s / 3.0))
     lat.length = lat.length * (1.0 - (1.0 - floor) * w)
@@ -261,7 +237,7 @@ def _length_collapse(lat: Latent, c: _Ctx) -> None:
     lat.heldout = lat.heldout * keep
 
 
-def _reward_hacking(lat: Latent, c: _Ctx) -> None:
+def _reward_hacking(lat: Latent, c: Ctx) -> None:
     headroom = max(0.0, 0.995 - float(lat.reward[c.on]))
     gain = min(float(c.rng.uniform(0.05, 0.1)), 0.9 * headroom)
     w = c.progress(c.exp_ramp(float(c.rng.uniform(20.0, 60.0))))
@@ -274,7 +250,7 @@ def _reward_hacking(lat: Latent, c: _Ctx) -> None:
     lat.kl = lat.kl * (1.0 + 0.5 * c.s * w)
 
 
-def _nonfinite_metric(lat: Latent, c: _Ctx) -> None:
+def _nonfinite_metric(lat: Latent, c: Ctx) -> None:
     width = c.fault.duration or max(1, round(4.0 * c.s))
     first = max(c.on, 1)  # step 0 logs held-out only
     for step in range(first, min(first + width, c.spec.steps)):
@@ -287,7 +263,7 @@ def _nonfinite_metric(lat: Latent, c: _Ctx) -> None:
             lat.overrides.append(("pg_loss", step, 0.0))
 
 
-def _metric_spike(lat: Latent, c: _Ctx) -> None:
+def _metric_spike(lat: Latent, c: Ctx) -> None:
     mult = max(1.5, float(c.rng.uniform(5.0, 20.0)) * c.s)
     width = c.fault.duration or int(c.rng.integers(10, 31))
     if c.ramp is not None:
@@ -300,7 +276,7 @@ def _metric_spike(lat: Latent, c: _Ctx) -> None:
     lat.clipfrac = np.where(win, lat.clipfrac * math.sqrt(mult), lat.clipfrac)
 
 
-def _growing_spike(lat: Latent, c: _Ctx, mult: float, width: int) -> None:
+def _growing_spike(lat: Latent, c: Ctx, mult: float, width: int) -> None:
     """A gradual spike: grows over the ramp, holds ``width`` steps at its full size, ends."""
     assert c.ramp is not None
     g = c.linear()
@@ -312,14 +288,14 @@ def _growing_spike(lat: Latent, c: _Ctx, mult: float, width: int) -> None:
     lat.clipfrac = np.where(win, lat.clipfrac * np.sqrt(factor), lat.clipfrac)
 
 
-def _run_stalled(lat: Latent, c: _Ctx) -> None:
+def _run_stalled(lat: Latent, c: Ctx) -> None:
     if c.fault.duration is None:
         lat.stop_at = min(lat.stop_at, c.on)
     else:
         lat.stall_seconds[c.on] += c.fault.duration * c.spec.step_seconds
 
 
-def _rank_straggler(lat: Latent, c: _Ctx) -> None:
+def _rank_straggler(lat: Latent, c: Ctx) -> None:
     rank = c.fault.rank if c.fault.rank is not None else c.spec.ranks - 1
     extra = float(c.rng.uniform(0.5, 2.0)) * c.s
     mult: float | Array = 1.0 + extra if c.ramp is None else 1.0 + extra * c.linear()
@@ -327,14 +303,14 @@ def _rank_straggler(lat: Latent, c: _Ctx) -> None:
     lat.rank_slowdown[rank] = np.where(c.after, row * mult, row)
 
 
-def _metric_drift(lat: Latent, c: _Ctx) -> None:
+def _metric_drift(lat: Latent, c: Ctx) -> None:
     drop: float | Array = min(0.9, 0.4 * c.s)
     if c.ramp is not None:
         drop = drop * c.linear()
     lat.mfu = np.where(c.after, lat.mfu * (1.0 - drop), lat.mfu)
 
 
-_INJECTORS: dict[str, Callable[[Latent, _Ctx], None]] = {
+_INJECTORS: dict[str, Callable[[Latent, Ctx], None]] = {
     "entropy_collapse": _entropy_collapse,
     "entropy_blowup": _entropy_blowup,
     "reward_chaos": _reward_chaos,
@@ -348,10 +324,12 @@ _INJECTORS: dict[str, Callable[[Latent, _Ctx], None]] = {
     "run_stalled": _run_stalled,
     "rank_straggler": _rank_straggler,
     "metric_drift": _metric_drift,
+    "no_learning_signal": no_learning_signal,
+    "policy_mismatch": policy_mismatch,
 }
 
 
-def _recovery_weight(c: _Ctx, duration: int) -> Array:
+def _recovery_weight(c: Ctx, duration: int) -> Array:
     """1 while the fault lasts, then back to 0 (at once, or with a 10-step time constant)."""
     past = c.dt - duration
     if c.fault.kind in _ABRUPT:
@@ -367,7 +345,7 @@ def apply_faults(spec: RunSpec, p: Params, lat: Latent) -> None:
         fault = spec.faults[index]
         if fault.step >= spec.steps:
             continue
-        c = _Ctx(spec, p, fault, fault_rng(spec.seed, index, fault.kind))
+        c = Ctx(spec, p, fault, fault_rng(spec.seed, index, fault.kind))
         before = {k: v.copy() for k, v in lat.arrays().items()}
         _INJECTORS[fault.kind](lat, c)
         recovers = fault.duration is not None and fault.kind not in _OWN_DURATION

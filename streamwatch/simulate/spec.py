@@ -23,8 +23,8 @@ __all__ = [
     "stream_rng",
 ]
 
-#: Every failure kind the simulator can inject (the incident kinds up to metric_drift).
-FAULT_KINDS: tuple[str, ...] = KINDS[: KINDS.index("metric_drift") + 1]
+#: Every failure kind the simulator can inject: every incident kind.
+FAULT_KINDS: tuple[str, ...] = KINDS
 
 #: The kinds with a gradual form (:attr:`Fault.ramp`). A non-finite value and a silence have
 #: no "half" version: ``nonfinite_metric`` and ``run_stalled`` keep their one form.
