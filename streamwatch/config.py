@@ -200,7 +200,9 @@ class EngineConfig(_Section):
     stall: StallSettings = StallSettings()
     straggler: StragglerSettings = StragglerSettings()
     disabled_kinds: tuple[str, ...] = ()
-    max_runs: int = Field(10_000, ge=1, description="runs tracked at once; the stalest is dropped")
+    max_runs: int = Field(
+        10_000, ge=1, description="runs tracked at once; past it the stalest tenth is forgotten"
+    )
     resume_grace_steps: int = Field(
         10,
         ge=0,

@@ -41,6 +41,7 @@ class MonitorStats:
     problems: int = 0
     incidents: int = 0
     set_aside: int = 0  # values past the bounds (metrics per event, series per run)
+    runs_evicted: int = 0  # runs forgotten at the run bound (max_runs), the stalest first
 
 
 class Monitor:
@@ -233,11 +234,20 @@ class Monitor:
     # -- internals ------------------------------------------------------------------------
     def _new_run(self, run_id: str) -> RunState:
         if len(self.runs) >= self.engine.max_runs:
-            stalest = min(self.runs.values(), key=lambda r: r.last_ts or -math.inf)
-            del self.runs[stalest.run_id]
+            self._evict()
         run = RunState(run_id, self.engine)
         self.runs[run_id] = run
         return run
+
+    def _evict(self) -> None:
+        """The run bound is reached: forget the stalest tenth of the runs (by their newest
+        event time), so that a flood of new run ids costs one sort per tenth, not a scan
+        per run."""
+        n = max(1, self.engine.max_runs // 10)
+        by_age = sorted(self.runs.values(), key=lambda r: r.last_ts or -math.inf)
+        for run in by_age[:n]:
+            del self.runs[run.run_id]
+        self.stats.runs_evicted += n
 
     def _sweep(self) -> None:
         self._swept = self.now
