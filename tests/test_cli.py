@@ -122,12 +122,12 @@ BAD_LINES = [
 GOOD_EVENTS = 7
 #: line -> what the summary must say about it
 BAD_LINE_REASONS = {
-    3: "invalid JSON",
+    3: "cut short",
     4: "'four'",
     5: "'high' is not a number",
     8: "-3",
     9: "repeats step 5",
-    12: "invalid JSON",
+    12: "cut short",
 }
 
 
@@ -164,14 +164,34 @@ def test_summary_names_each_bad_line_and_why(
     assert BAD_LINE_REASONS[lineno] in listed[0], listed[0]
 
 
-def test_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_replay_that_read_no_event_fails_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty file checked nothing: a CI job with --fail-on must not stay green."""
     path = tmp_path / "empty.jsonl"
     path.write_bytes(b"")
-    assert replay(path, "--fail-on", "info") == 0
-    out = capsys.readouterr().out
-    assert "0 events" in out
-    assert "no incidents" in out
-    assert "empty" in out
+    assert replay(path, "--fail-on", "info") == 3
+    captured = capsys.readouterr()
+    assert "0 events" in captured.out
+    assert "no file yielded an event" in captured.err and "file is empty" in captured.err
+
+
+def test_random_bytes_fail_the_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "noise.jsonl"
+    path.write_bytes(bytes(range(256)) * 4)
+    assert replay(path) != 0
+    assert str(path) in capsys.readouterr().err
+
+
+def test_a_file_without_events_beside_good_ones_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_text(line(1, {"loss": 1.0}), encoding="utf-8")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert main(["replay", str(good), str(empty), "--quiet"]) == 0
+    assert f"{empty}: no event (file is empty)" in capsys.readouterr().out
 
 
 def test_missing_file_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

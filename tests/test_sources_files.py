@@ -243,7 +243,8 @@ def test_hf_values_that_are_not_numbers_are_not_metrics(tmp_path: Path) -> None:
     path = write(tmp_path, "trainer_state.json", json.dumps({"log_history": history}))
     events, source = read(path)
     assert source.stats.problems == 0
-    assert same(events[0].metrics, {"loss": 1.0, "eval_x": NAN})
+    # null is "no value" (TRL writes it for a reward function that scored nothing), not NaN
+    assert same(events[0].metrics, {"loss": 1.0})
     assert same(events[1].metrics, {"loss": INF, "huge": INF})
 
 
@@ -342,12 +343,10 @@ def test_wandb_longest_shared_prefix_and_run_id_override(tmp_path: Path) -> None
 
 
 def test_wandb_step_column_preference(tmp_path: Path) -> None:
+    # the trainer's step, not W&B's count of log calls
     text = "train/global_step,_step,loss\n100,1,0.5\n200,2.0,0.4\n"
     events, _ = read(write(tmp_path, "s.csv", text))
-    assert [(e.step, e.metrics) for e in events] == [
-        (1, {"train/global_step": 100.0, "loss": 0.5}),
-        (2, {"train/global_step": 200.0, "loss": 0.4}),
-    ]
+    assert [(e.step, e.metrics) for e in events] == [(100, {"loss": 0.5}), (200, {"loss": 0.4})]
     events, _ = read(write(tmp_path, "g.csv", "train/global_step,loss\n100,0.5\n"))
     assert [(e.step, e.metrics) for e in events] == [(100, {"loss": 0.5})]
 
@@ -538,7 +537,23 @@ def test_truncated_line(tmp_path: Path) -> None:
     assert [e.step for e in events] == [1, 3]
     problem = only_problem(source)
     assert problem.origin == f"{path}:2"
-    assert "invalid JSON" in problem.reason and '{"run_id": "r"' in problem.reason
+    assert "cut short" in problem.reason and '{"run_id": "r"' in problem.reason
+
+
+@pytest.mark.parametrize("cut", ['{"run_id": "r", "step": 2, "metrics": {"lo', '{"run_id": "r", "st'])
+def test_a_line_cut_inside_a_string_says_so(tmp_path: Path, cut: str) -> None:
+    path = write(tmp_path, "t.jsonl", line(1, a=1) + cut + "\n" + line(3, a=3))
+    events, source = read(path)
+    reason = only_problem(source).reason
+    assert "cut short" in reason and "at at" not in reason and "control character" not in reason
+
+
+def test_problems_are_counted_per_line_and_blank_lines_are_counted(tmp_path: Path) -> None:
+    bad = json.dumps({"run_id": "r", "step": 2, "metrics": {"a": "x", "b": "y", "c": [1]}})
+    path = write(tmp_path, "t.jsonl", line(1, a=1) + "\n  \n" + bad + "\n" + line(3, a=3))
+    events, source = read(path)
+    assert source.stats.problems == 3 and source.stats.bad_lines == 1
+    assert source.stats.blank_lines == 2
 
 
 def test_truncated_last_line_without_newline(tmp_path: Path) -> None:

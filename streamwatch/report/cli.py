@@ -120,7 +120,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .compare import compare
+    from .compare_files import compare
     from .compare_plot import write_comparison
     from .table import format_table
 

@@ -84,6 +84,7 @@ def read_streamwatch(ctx: ReadContext) -> Iterator[Event]:
     """
     override = ctx.run_id
     fallback = ctx.fallback_run_id
+    ctx.stats.step_source = "'step'"
     group = _Group(ctx)
     for lineno, raw in ctx.lines():
         ok, obj = ctx.parse_json(lineno, raw)
@@ -112,6 +113,7 @@ def read_verl(ctx: ReadContext) -> Iterator[Event]:
     """verl's file logger: ``{"step": n, "data": {name: value}}`` per line."""
     run_id = ctx.file_run_id
     ctx.line_run_id = run_id
+    ctx.stats.step_source = "'step'"
     for lineno, raw in ctx.lines():
         ok, obj = ctx.parse_json(lineno, raw)
         if not ok:
