@@ -198,7 +198,7 @@ def replay_files(
                 seen_runs[rid] = None
                 tally.see(rid)
             spans.step(rid, event.step)
-            updates = process(event, f"{origin}:{source.stats.lines}")
+            updates = process(event, f"{origin}:{source.stats.where}")
             if updates:
                 emit(updates)
             if n & 1023 == 0:

@@ -62,6 +62,7 @@ class _Group:
             return ctx.decode(first, first_line, ctx.fallback_run_id)
         joined = {k: v for k, v in first.items() if k not in _SINGLE_FIELDS}
         joined["metrics"] = values
+        ctx.stats.where = first_line
         event, problems = decode_event(joined, ctx.origin(first_line), ctx.fallback_run_id)
         if not problems:
             return event

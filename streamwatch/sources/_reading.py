@@ -36,11 +36,14 @@ class ReadStats:
     bytes_read: int = 0
     #: where the step came from (a key, a column, the progress bar...)
     step_source: str = ""
+    #: where the last event was read (a line number, ``log_history[3]``, ``record 12``)
+    where: int | str = 0
 
     def reset(self) -> None:
         self.lines = self.events = self.values = self.problems = self.bytes_read = 0
         self.bad_lines = self.blank_lines = 0
         self.step_source = ""
+        self.where = 0
 
 
 def preview(raw: bytes | str) -> str:
@@ -183,6 +186,7 @@ class ReadContext:
     def decode(self, obj: object, where: int | str, run_id: str | None = None) -> Event | None:
         """``decode_event`` with its problems reported; ``run_id`` fills in a missing one."""
         event, problems = decode_event(obj, self.origin(where), run_id)
+        self.stats.where = where
         if problems:
             self._count(where, len(problems))
             for problem in problems:

@@ -49,6 +49,7 @@ def read_trainer_state(ctx: ReadContext) -> Iterator[Event]:
     if not isinstance(history, list):
         ctx.problem(1, "no 'log_history' list: not a trainer_state.json", run_id)
         return
+    previous: dict[str, object] = {}
     for i, entry in enumerate(history):
         where = f"log_history[{i}]"
         if not isinstance(entry, dict):
@@ -64,6 +65,11 @@ def read_trainer_state(ctx: ReadContext) -> Iterator[Event]:
         if "step" not in entry:
             ctx.problem(where, "entry has no 'step'", run_id)
             continue
+        if previous.get("step") == entry["step"]:
+            # an entry of the same step repeats what it shares with the one before (the
+            # Trainer writes ``epoch`` into the train and the eval entry): a copy, not a value
+            metrics = {k: v for k, v in metrics.items() if previous.get(k, metrics) != v}
+        previous = entry
         if not metrics:
             ctx.problem(where, "entry carries no numeric values", run_id, _as_step(entry["step"]))
             continue

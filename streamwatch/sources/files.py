@@ -44,6 +44,8 @@ __all__ = [
 #: Problems kept in :attr:`FileSource.problems` when no ``on_problem`` is given (all are counted).
 MAX_KEPT_PROBLEMS = 10_000
 _CHECKPOINT_PREFIX = "checkpoint-"
+#: flat logs whose file name is the framework's, not the run's (prime-rl, ms-swift)
+_GENERIC_STEMS = frozenset({"metrics", "logging"})
 
 
 def default_run_id(path: Path, format: str) -> str:
@@ -52,9 +54,10 @@ def default_run_id(path: Path, format: str) -> str:
     The file name without its extension (``runs/grpo-a.jsonl`` -> ``grpo-a``); for a file
     called ``trainer_state.json``, the training output directory
     (``out/sft-7b/checkpoint-500/trainer_state.json`` -> ``sft-7b``); for a TensorBoard event
-    file, its directory (``tb/grpo-a/events.out.tfevents.1.host`` -> ``grpo-a``).
+    file, or a flat log named ``metrics.jsonl`` or ``logging.jsonl``, its directory
+    (``tb/grpo-a/events.out.tfevents.1.host`` -> ``grpo-a``).
     """
-    if format == "tensorboard":
+    if format == "tensorboard" or (format == "flat" and path.stem in _GENERIC_STEMS):
         return path.absolute().parent.name or path.name
     if format == "hf" and path.name == "trainer_state.json":
         parent = path.absolute().parent
