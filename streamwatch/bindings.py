@@ -32,9 +32,20 @@ class RunBindings:
     unmapped: list[str] = field(default_factory=list)
 
 
-def _kinds(series: object) -> tuple[str, ...]:
-    checks = getattr(getattr(series, "checks", None), "checks", ())
-    kinds = [str(k) for check in checks for k in getattr(check, "kinds", ())]
+def _check_kinds(series: object, monitor: Monitor) -> list[str]:
+    checks = getattr(getattr(series, "checks", None), "checks", None)
+    if checks is not None:
+        return [str(k) for check in checks for k in check.kinds]
+    # checks that keep their state out of reach: the kinds of the checks the engine built
+    from streamwatch.run import check_specs
+
+    ind = getattr(series, "indicator", None)
+    specs = check_specs(ind, getattr(series, "metric", ""), monitor.engine)
+    return [str(k) for cls, _, _ in specs for k in cls.kinds]
+
+
+def _kinds(series: object, monitor: Monitor) -> tuple[str, ...]:
+    kinds = _check_kinds(series, monitor)
     if getattr(series, "feeds_hacking", False):
         kinds.append("reward_hacking")
     if getattr(series, "straggler", None) is not None:
@@ -53,7 +64,9 @@ def run_bindings(monitor: Monitor, limit: int = MAX_RUNS) -> list[RunBindings]:
         for indicator in Indicator:
             metric = run.bound.get(indicator)
             if metric is not None and metric in run.series:
-                rb.bound.append(Binding(indicator.value, metric, _kinds(run.series[metric])))
+                rb.bound.append(
+                    Binding(indicator.value, metric, _kinds(run.series[metric], monitor))
+                )
         fed = set(run.bound.values())
         for metric in sorted(run.series):
             if metric in fed:

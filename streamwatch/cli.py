@@ -254,13 +254,17 @@ def _simulate(args: argparse.Namespace) -> int:
     from streamwatch.simulate import RunSpec, simulate, write_jsonl
 
     prefix = args.run_id or f"sim-{args.seed}"
+
+    def run_id(i: int) -> str:
+        return args.run_id if args.run_id and args.runs == 1 else f"{prefix}-{i}"
+
     faults: dict[int, list[Fault]] = {}
     for text in args.fault:
         run, fault = _parse_fault(text)
         faults.setdefault(run, []).append(fault)
     specs = [
         RunSpec(
-            run_id=f"{prefix}-{i}",
+            run_id=run_id(i),
             steps=args.steps,
             hosts=args.hosts,
             ranks_per_host=args.ranks_per_host,

@@ -96,8 +96,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s.add_argument("--framework", choices=["verl", "trl"], default="verl")
     s.add_argument(
         "--run-id",
-        metavar="PREFIX",
-        help="run ids PREFIX-0, PREFIX-1, ... (default: sim-SEED-0, ...)",
+        metavar="ID",
+        help="the run id (with --runs N > 1: ID-0, ID-1, ...; default: sim-SEED-0, ...)",
     )
     s.add_argument(
         "--fault",
