@@ -344,3 +344,22 @@ def test_one_trl_run_as_trainer_state_tensorboard_and_wandb_raises_the_same_inci
     assert ("entropy_collapse", "entropy", found["trainer_state"][0][2]) in found["trainer_state"]
     assert found["tensorboard"] == found["trainer_state"]
     assert found["wandb"] == found["trainer_state"]
+
+
+def test_a_reward_function_with_no_value_is_no_value_live_and_replayed(tmp_path: Path) -> None:
+    """TRL logs ``None`` for a reward function that scored nothing in a window; the live
+    callback and the replay of the run's trainer_state.json read the same metrics."""
+    import json
+    import math
+
+    from streamwatch.integrations.hf import trainer_metrics
+    from streamwatch.sources import FileSource
+
+    logs = {"loss": 0.1, "reward": math.nan, "rewards/format/mean": None, "epoch": 0.5}
+    live = trainer_metrics(logs)
+    path = tmp_path / "run" / "trainer_state.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"log_history": [{**logs, "step": 3}]}), encoding="utf-8")
+    (replayed,) = list(FileSource(path))
+    assert list(replayed.metrics) == list(live) == ["loss", "reward", "epoch"]
+    assert math.isnan(replayed.metrics["reward"]) and math.isnan(live["reward"])
