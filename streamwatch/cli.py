@@ -8,9 +8,12 @@ numpy or plotly; each command imports what it runs.
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -86,11 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"streamwatch: config error:\n{exc}", file=sys.stderr)
         return EXIT_USAGE
     except ModuleNotFoundError as exc:
-        extra = _EXTRAS.get((exc.name or "").partition(".")[0])
+        missing = (exc.name or "").partition(".")[0]
+        extra = _EXTRAS.get(missing)
         if extra is None:
             raise
         print(
-            f"streamwatch: '{args.command}' needs {exc.name}: pip install 'streamwatch[{extra}]'",
+            f"streamwatch: '{args.command}' needs {missing}: pip install 'streamwatch[{extra}]'",
             file=sys.stderr,
         )
         return EXIT_USAGE
@@ -306,11 +310,34 @@ def _parse_fault(text: str) -> tuple[int, Fault]:
         raise ValueError(f"--fault {text!r}: {exc}") from exc
 
 
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@contextmanager
+def _placeholders(names: list[str]) -> Iterator[None]:
+    """Stand-ins for unset environment variables, so that a config checks offline."""
+    for name in names:
+        os.environ[name] = f"https://unset.invalid/{name}"
+    try:
+        yield
+    finally:
+        for name in names:
+            os.environ.pop(name, None)
+
+
 def _check_config(args: argparse.Namespace) -> int:
     from streamwatch.config import load_config
 
-    config = load_config(args.path)
+    try:
+        text = Path(args.path).read_text(encoding="utf-8")
+    except OSError:
+        text = ""  # load_config says why it cannot be read
+    unset = sorted({n for n in _ENV_REF.findall(text) if n not in os.environ})
+    with _placeholders(unset):
+        config = load_config(args.path)
     print(f"{args.path}: ok")
+    if unset:
+        print(f"  unset environment variables (needed to send alerts): {', '.join(unset)}")
     engine = config.engine
     print(f"  resolve_after={engine.resolve_after}, disabled kinds: {list(engine.disabled_kinds)}")
     aliases = config.indicators.aliases

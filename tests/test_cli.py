@@ -290,3 +290,92 @@ def test_demo_healthy_run_raises_no_alarm(capsys: pytest.CaptureFixture[str]) ->
         if text.startswith(("WARNING", "CRITICAL")) and any(f" {r} " in text for r in healthy)
     ]
     assert not alarms, "\n".join(alarms)
+
+
+# -- start-up, extras, offline config check ----------------------------------------------------
+
+
+def test_the_listed_commands_are_the_commands() -> None:
+    """``streamwatch --help`` lists COMMANDS without building their parsers: it must say what
+    the full parser has."""
+    import argparse
+
+    from streamwatch.cli import COMMANDS
+    from streamwatch.cli_args import build_parser
+
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    helps = {c.dest: c.help for c in sub._choices_actions}
+    assert helps == COMMANDS
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["check-config", "examples/streamwatch.toml"],
+        ["silence", "list", "--state-dir", "{tmp}"],
+        ["test-route", "--help"],
+    ],
+)
+def test_light_commands_import_no_engine_numpy_or_plotly(argv: list[str], tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code = (
+        "import sys\n"
+        "from streamwatch.cli import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+        "heavy = ('river', 'scipy', 'numpy', 'plotly')\n"
+        "loaded = sorted({m.split('.')[0] for m in sys.modules} & set(heavy))\n"
+        "assert not loaded, loaded\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = {"PATH": "/usr/bin:/bin", "SLACK_WEBHOOK_URL": "https://hooks.slack.com/x"}
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root, env=env, timeout=60)
+
+
+def test_check_config_works_offline_and_names_the_unset_variables(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    for name in ("SLACK_WEBHOOK_URL", "ONCALL_WEBHOOK_URL", "ONCALL_WEBHOOK_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    example = Path(__file__).resolve().parent.parent / "examples" / "streamwatch.toml"
+    assert main(["check-config", str(example)]) == 0
+    out = capsys.readouterr().out
+    assert "ok" in out
+    assert "unset environment variables" in out and "SLACK_WEBHOOK_URL" in out
+    assert "SLACK_WEBHOOK_URL" not in os.environ  # the stand-ins are gone
+
+
+@pytest.mark.parametrize(("command", "module", "extra"), [("report", "plotly", "report")])
+def test_a_command_without_its_extra_names_the_extra(
+    command: str,
+    module: str,
+    extra: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
+    log = Path(__file__).resolve().parent.parent / "examples" / "logs" / "healthy.jsonl"
+    assert main([command, str(log), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"streamwatch: '{command}' needs {module}: pip install 'streamwatch[{extra}]'"]
+
+
+def test_run_without_the_kafka_extra_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    for name in [m for m in sys.modules if m == "kafka" or m.startswith("kafka.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "kafka", None)
+    assert main(["run", "--bootstrap-servers", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "streamwatch: 'run' needs kafka: pip install 'streamwatch[kafka]'"

@@ -92,6 +92,13 @@ def run_report_command(args: argparse.Namespace) -> int | None:
         return None
     try:
         return _report(args) if command == "report" else _compare(args)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "plotly").partition(".")[0]
+        print(
+            f"streamwatch: '{command}' needs {missing}: pip install 'streamwatch[report]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     except ImportError as exc:
         print(f"streamwatch: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -251,7 +251,7 @@ def _finish(p: _Prepared, alpha: float, level: float, single: bool) -> Indicator
         early = sum(1 for q in pvals if q <= alpha)
         notes = [f"{early} earlier window(s) p<={alpha:.2g}"] if early else []
         if ci[0] > 0 or ci[1] < 0:
-            notes.append("small end shift (interval excludes 0)")
+            notes.append("no onset")
         note = "; ".join(notes)
     else:
         verdict, note = judge(p.policy, p.log, effect, b_level, c_level)
