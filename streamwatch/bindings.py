@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from streamwatch.incidents import Kind
 from streamwatch.indicators import Indicator
 from streamwatch.monitor import Monitor
+from streamwatch.run import RunState, Series
 
 __all__ = ["Binding", "RunBindings", "format_bindings", "run_bindings"]
 
@@ -32,25 +34,21 @@ class RunBindings:
     unmapped: list[str] = field(default_factory=list)
 
 
-def _check_kinds(series: object, monitor: Monitor) -> list[str]:
-    checks = getattr(getattr(series, "checks", None), "checks", None)
-    if checks is not None:
-        return [str(k) for check in checks for k in check.kinds]
-    # checks that keep their state out of reach: the kinds of the checks the engine built
-    from streamwatch.run import check_specs
-
-    ind = getattr(series, "indicator", None)
-    specs = check_specs(ind, getattr(series, "metric", ""), monitor.engine)
-    return [str(k) for cls, _, _ in specs for k in cls.kinds]
-
-
-def _kinds(series: object, monitor: Monitor) -> tuple[str, ...]:
-    kinds = _check_kinds(series, monitor)
-    if getattr(series, "feeds_hacking", False):
-        kinds.append("reward_hacking")
-    if getattr(series, "straggler", None) is not None:
-        kinds.append("rank_straggler")
-    kinds.append("nonfinite_metric")
+def _kinds(series: Series, run: RunState) -> tuple[str, ...]:
+    """The incident kinds a series' values can raise: its own checks', the generic screen's,
+    and those of the run-level checks it feeds."""
+    kinds = [str(k) for check in series.checks for k in check.kinds]
+    if series.drift is not None:
+        kinds.append(Kind.METRIC_DRIFT.value)
+    if series.feeds_hacking:
+        kinds.extend(str(k) for k in run.hacking.kinds)
+    if series.component:
+        kinds.extend(str(k) for k in run.components.kinds)
+    if series.signal is not None:
+        kinds.extend(str(k) for k in run.signal.kinds)
+    if series.straggler is not None:
+        kinds.extend(str(k) for k in series.straggler.kinds)
+    kinds.append(Kind.NONFINITE_METRIC.value)
     return tuple(dict.fromkeys(kinds))
 
 
@@ -64,9 +62,7 @@ def run_bindings(monitor: Monitor, limit: int = MAX_RUNS) -> list[RunBindings]:
         for indicator in Indicator:
             metric = run.bound.get(indicator)
             if metric is not None and metric in run.series:
-                rb.bound.append(
-                    Binding(indicator.value, metric, _kinds(run.series[metric], monitor))
-                )
+                rb.bound.append(Binding(indicator.value, metric, _kinds(run.series[metric], run)))
         fed = set(run.bound.values())
         for metric in sorted(run.series):
             if metric in fed:

@@ -19,14 +19,13 @@ from streamwatch.config import Config
 from streamwatch.events import Problem
 from streamwatch.incidents import Incident, Severity
 from streamwatch.monitor import Monitor
-from streamwatch.replay_tally import FileRuns, Overlap, Tally
+from streamwatch.replay_tally import FileRuns, Overlap, RunTally, Tally
 from streamwatch.sinks.base import Sink
 from streamwatch.sources import FileSource, expand_paths
 
 __all__ = [
     "ReplayResult",
     "RunIdFrom",
-    "Sink",
     "format_files",
     "format_summary",
     "format_verbose",
@@ -36,6 +35,8 @@ __all__ = [
 _KEPT_PROBLEMS = 1000
 _SHOWN_PROBLEMS = 10
 _SHOWN_QUIET = 20
+#: Runs listed one by one in the summary, the most severe first.
+_SHOWN_RUNS = 50
 
 #: Where a file's run id comes from: its data where the data names one (else its path), or
 #: always its path (the file name; for trainer_state.json and TensorBoard, the directory).
@@ -232,6 +233,11 @@ def replay_files(
     return result
 
 
+def _weight(run: RunTally) -> tuple[int, ...]:
+    """Runs with more severe incidents first, then with more of them."""
+    return tuple(run.counts[s] for s in reversed(Severity))
+
+
 def _evidence(inc: Incident) -> str:
     return ", ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
@@ -242,7 +248,9 @@ def _evidence(inc: Incident) -> str:
 def _run_lines(result: ReplayResult) -> list[str]:
     tally = result.tally
     lines: list[str] = []
-    for run_id in sorted(r for r, t in tally.runs.items() if t.fired):
+    fired = sorted(r for r, t in tally.runs.items() if t.fired)
+    listed = set(sorted(fired, key=lambda r: _weight(tally.runs[r]), reverse=True)[:_SHOWN_RUNS])
+    for run_id in (r for r in fired if r in listed):
         run = tally.runs[run_id]
         counts = ", ".join(f"{run.counts[s]} {s.value}" for s in Severity if run.counts[s])
         shown = run.shown()
@@ -252,6 +260,12 @@ def _run_lines(result: ReplayResult) -> list[str]:
             f"  step {inc.step:>6}  {inc.severity.value:<8} {inc.kind:<22} {inc.indicator}: "
             f"{_evidence(inc)}"
             for inc in shown
+        )
+    if len(fired) > len(listed):
+        rest = [tally.runs[r] for r in fired if r not in listed]
+        lines.append(
+            f"{len(rest):,} more run(s) with incidents: {sum(t.fired for t in rest):,} fired"
+            " (the most severe runs are listed; --incidents-out writes every update)"
         )
     if tally.runs_beyond:
         lines.append(
