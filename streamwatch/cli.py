@@ -36,6 +36,7 @@ EXIT_NO_EVENTS = 3
 COMMANDS = {
     "replay": "replay recorded logs through the engine",
     "inspect": "show how recorded logs are read: format, step, which metric feeds which check",
+    "watch": "follow growing logs (files, TensorBoard directories) live, with stall detection",
     "demo": "a simulated multi-node cluster with failures, no Kafka",
     "simulate": "write simulated runs to a JSONL file",
     "check-config": "validate a config file offline",
@@ -124,6 +125,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _replay(args)
     if args.command == "inspect":
         return _inspect(args)
+    if args.command == "watch":
+        from streamwatch.watch_cli import run_watch
+
+        return run_watch(args)
     if args.command == "demo":
         return _demo(args)
     if args.command == "simulate":

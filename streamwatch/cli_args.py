@@ -77,6 +77,30 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     i.add_argument("--config", metavar="FILE", default=_env("CONFIG"), help="TOML or JSON")
     _add_reading_args(i)
 
+    w = sub.add_parser(
+        "watch",
+        help=COMMANDS["watch"],
+        description="Follow logs as training writes them: new lines of text logs (every "
+        "format replay reads), new records and new event files of TensorBoard directories, "
+        "the new entries of a rewritten trainer_state.json. The same engine as replay, with "
+        "stall detection on the watcher's clock (silence since a run's last event was read); "
+        "incidents and alerts as for run. Ctrl-C ends it with a summary.",
+    )
+    w.add_argument("paths", nargs="+", metavar="PATH", help="log files or directories")
+    w.add_argument("--poll", type=float, default=2.0, metavar="SECONDS", help="read every ...")
+    w.add_argument(
+        "--idle-exit",
+        type=float,
+        metavar="SECONDS",
+        help="end after this long without a new event (default: run until interrupted)",
+    )
+    w.add_argument("--incidents-out", metavar="FILE", help="append incident updates as JSONL")
+    w.add_argument("--config", metavar="FILE", default=_env("CONFIG"), help="TOML or JSON")
+    w.add_argument("--format", choices=FORMATS, help="skip format detection")
+    w.add_argument("--run-id", metavar="ID", help="the run id of every followed file's events")
+    w.add_argument("--quiet", action="store_true", help="no live incident lines")
+    add_alert_args(w)
+
     d = sub.add_parser("demo", help="a simulated multi-node cluster with failures, no Kafka")
     d.add_argument("--steps", type=int, default=400)
     d.add_argument("--seed", type=int, default=7)

@@ -27,6 +27,7 @@ __all__ = [
     "ReplayResult",
     "RunIdFrom",
     "format_files",
+    "format_runs",
     "format_summary",
     "format_verbose",
     "replay_files",
@@ -245,8 +246,8 @@ def _evidence(inc: Incident) -> str:
     )
 
 
-def _run_lines(result: ReplayResult) -> list[str]:
-    tally = result.tally
+def format_runs(tally: Tally) -> list[str]:
+    """Per run with incidents: its counts and the most severe firing ones (bounded)."""
     lines: list[str] = []
     fired = sorted(r for r, t in tally.runs.items() if t.fired)
     listed = set(sorted(fired, key=lambda r: _weight(tally.runs[r]), reverse=True)[:_SHOWN_RUNS])
@@ -282,7 +283,7 @@ def format_summary(result: ReplayResult) -> str:
         f"replayed {result.files} file(s): {result.events:,} events, {result.values:,} values "
         f"in {result.seconds:.2f} s"
     ]
-    fired = _run_lines(result)
+    fired = format_runs(result.tally)
     lines.extend(fired or ["no incidents"])
     quiet = result.tally.quiet()
     if quiet and fired:
