@@ -71,6 +71,8 @@ class Watcher:
         self._format = format
         self._run_id = run_id
         self.followers: list[Follower] = []
+        #: paths not followed (yet), and why: a file whose start is no known format
+        self.not_followed: dict[Path, str] = {}
         self._caught_up = False
 
     def _problem(self, problem: Problem) -> None:
@@ -83,12 +85,19 @@ class Watcher:
         for its format to be known; a directory is followed at once)."""
         waiting = []
         for path in self._pending_paths:
-            if path.is_dir() or (path.exists() and path.stat().st_size > 0):
-                self.followers.append(
-                    follow(path, format=self._format, run_id=self._run_id, on_problem=self._problem)
-                )
-            else:
+            if not (path.is_dir() or (path.exists() and path.stat().st_size > 0)):
                 waiting.append(path)
+                continue
+            try:
+                follower = follow(
+                    path, format=self._format, run_id=self._run_id, on_problem=self._problem
+                )
+            except ValueError as exc:  # what it holds so far is no known format
+                self.not_followed[path] = str(exc)
+                waiting.append(path)
+                continue
+            self.not_followed.pop(path, None)
+            self.followers.append(follower)
         self._pending_paths = waiting
 
     def poll(self) -> list[Incident]:

@@ -58,6 +58,8 @@ def run_watch(args: argparse.Namespace) -> int:
     s = watcher.stats
     print(f"watched {len(watcher.followers)} source(s): {s.events:,} events in {s.polls} polls")
     print("\n".join(format_runs(watcher.tally)) or "no incidents")
+    for why in watcher.not_followed.values():
+        print(f"not followed: {why}")
     if s.problems:
         print(f"{s.problems:,} problem(s) set aside; first ones:")
         print("\n".join(f"  {p}" for p in s.kept[:10]))

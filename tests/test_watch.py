@@ -163,3 +163,16 @@ def test_watch_command_ends_when_idle(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["watch", "--quiet", "--poll", "0.05", "--idle-exit", "0.2", str(path)]) == 0
     out = capsys.readouterr().out
     assert "201 events" in out and "example-entropy-collapse" in out
+
+
+def test_a_file_of_no_known_format_yet_is_waited_for(tmp_path: Path) -> None:
+    """A console log whose first bytes are not yet a metrics line: followed once they are."""
+    path = tmp_path / "train.log"
+    path.write_bytes(b"Loading checkpoint shards: 100%|##########| 2/2\n")
+    watcher = Watcher([path], ManualClock())
+    watcher.poll()
+    assert watcher.followers == [] and "unknown file format" in watcher.not_followed[path]
+    append(path, b"(TaskRunner pid=1) step:1 - actor/entropy:0.5 - critic/score/mean:0.2\n")
+    watcher.poll()
+    assert [f.format for f in watcher.followers] == ["console"]
+    assert watcher.stats.events == 1 and watcher.not_followed == {}
