@@ -144,15 +144,14 @@ def test_a_rewritten_trainer_state_gives_only_its_new_entries(tmp_path: Path) ->
     entries = [{"loss": 1.0 / (n + 1), "reward": 0.1 * n, "step": n} for n in range(1, 41)]
     path = tmp_path / "out" / "checkpoint-20" / "trainer_state.json"
     write_trainer_state(path, entries[:20], 20)
-    watcher = Watcher([path], ManualClock())
-    watcher.poll()
-    assert watcher.stats.events == 20
-    watcher.poll()  # unchanged: nothing new
-    assert watcher.stats.events == 20
+    problems: list[Problem] = []
+    follower = follow(path, on_problem=problems.append)
+    first = [e.step for e in follower.poll()]
+    assert follower.poll() == []  # unchanged: nothing new
     write_trainer_state(path, entries, 40)
-    watcher.poll()
-    assert watcher.stats.events == 40 and watcher.stats.problems == 0
-    assert watcher.monitor.runs["out"].series["loss"].pending_step == 40
+    second = [e.step for e in follower.poll()]
+    assert (first, second, problems) == (list(range(1, 21)), list(range(21, 41)), [])
+    assert {e.run_id for e in read_events([path])} == {"out"}
 
 
 def test_watch_command_ends_when_idle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
