@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from streamwatch.events import Event, Problem
+from streamwatch.events import Event, Problem, decode_event
 
 from ._reading import BOM, ReadContext, ReadStats
 from ._tensorboard import _MAX_GROUP as _TB_MAX_GROUP
@@ -219,8 +219,9 @@ class RewrittenDocument(Follower):
         if stamp == self._stamp:
             return []
         problems: list[Problem] = []
-        source = FileSource(self.path, format=self.format, run_id=self._run_id,
-                            on_problem=problems.append)  # fmt: skip
+        source = FileSource(
+            self.path, format=self.format, run_id=self._run_id, on_problem=problems.append
+        )
         events = list(source)
         if source.stats.events == 0 and problems:
             return []  # caught mid-write (or broken): try again when it changes
@@ -307,8 +308,6 @@ class TensorBoardDir(Follower):
         obj: dict[str, object] = {"run_id": rid, "step": step, "metrics": metrics}
         if wall:
             obj["ts"] = wall
-        from streamwatch.events import decode_event
-
         event, problems = decode_event(obj, f"{self.path}:step {step}")
         for problem in problems:
             self._report(problem)
