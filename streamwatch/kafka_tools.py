@@ -149,8 +149,7 @@ def publish_files(
 
     result = PublishResult()
     sources = [
-        FileSource(p, format=format, on_problem=result.problems.append)
-        for p in expand_paths(paths)
+        FileSource(p, format=format, on_problem=result.problems.append) for p in expand_paths(paths)
     ]
     if partitions is not None:
         ensure_topics(client_kwargs, {topic: TopicSpec(partitions)})

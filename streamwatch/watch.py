@@ -8,7 +8,7 @@ own (verl's file logger, trainer_state.json) are stamped with the time they were
 the watcher has caught up with what the files held when it started, so that a run's cadence
 is learnt from its live steps.
 
-Time comes from a clock passed in (``now()``: unix seconds); tests pass a manual one.
+Time comes from the clock passed in (:mod:`streamwatch.clock`); tests pass a manual one.
 """
 
 from __future__ import annotations
@@ -16,28 +16,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
+from streamwatch.clock import Clock
 from streamwatch.config import Config
 from streamwatch.events import Event, Problem
 from streamwatch.incidents import Incident
 from streamwatch.monitor import Monitor
 from streamwatch.replay_tally import Tally
+from streamwatch.sinks.base import Sink
 from streamwatch.sources.follow import Follower, follow
 
-__all__ = ["Clock", "Sink", "Watcher"]
+__all__ = ["Watcher"]
 
 _KEPT_PROBLEMS = 1000
-
-
-class Clock(Protocol):
-    def now(self) -> float:
-        """Unix seconds."""
-        ...
-
-
-class Sink(Protocol):
-    def send(self, inc: Incident) -> None: ...
 
 
 @dataclass

@@ -7,8 +7,8 @@ import sys
 import time
 
 from streamwatch.alerting.cli import build_dispatcher
-from streamwatch.alerting.clock import SystemClock
 from streamwatch.alerting.dispatcher import Dispatcher
+from streamwatch.clock import SystemClock
 from streamwatch.config import load_config
 from streamwatch.incidents import Severity
 from streamwatch.replay import format_runs

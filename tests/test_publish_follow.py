@@ -20,7 +20,7 @@ from test_service import (
 )
 
 from streamwatch.cli_kafka import main as kafka_main
-from streamwatch.service import Service
+from streamwatch.live import Service
 from streamwatch.sources import FileSource
 
 pytestmark = [

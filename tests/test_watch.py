@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from framework_writers import real_rows, write_tensorboard, write_trainer_state
 
-from streamwatch.alerting.clock import ManualClock
+from streamwatch.clock import ManualClock
 from streamwatch.events import Problem
 from streamwatch.incidents import Incident, Status
 from streamwatch.replay import replay_files
