@@ -54,6 +54,7 @@ _EXTRAS = {
     "plotly": "report",
     "scipy": "report",
     "kafka": "kafka",
+    "prometheus_client": "kafka",
     "tensorboard": "tensorboard",
 }
 
