@@ -41,15 +41,15 @@ bench: setup
 	$(PY) benchmarks/publish_cost.py
 	$(PY) benchmarks/service.py
 
-# the recorded logs under examples/logs (seeded: the same bytes every time)
+# the recorded logs under examples/logs (seeded: the same bytes every time), one run id each
 EXAMPLE_RUN := $(VENV)/bin/streamwatch simulate --runs 1 --steps 200 --seed 7
 examples: setup
-	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 -o examples/logs/healthy.jsonl
-	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --fault entropy_collapse@120 -o examples/logs/entropy_collapse.jsonl
-	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --fault reward_hacking@120 -o examples/logs/reward_hacking.jsonl
-	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --fault length_explosion@120 -o examples/logs/length_explosion.jsonl
-	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --fault nonfinite_metric@120 -o examples/logs/nonfinite_metric.jsonl
-	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 4 --fault rank_straggler@120 -o examples/logs/rank_straggler.jsonl
+	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --run-id example-healthy -o examples/logs/healthy.jsonl
+	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --fault entropy_collapse@120 --run-id example-entropy-collapse -o examples/logs/entropy_collapse.jsonl
+	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --fault reward_hacking@120 --run-id example-reward-hacking -o examples/logs/reward_hacking.jsonl
+	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --fault length_explosion@120 --run-id example-length-explosion -o examples/logs/length_explosion.jsonl
+	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 1 --fault nonfinite_metric@120 --run-id example-nonfinite-metric -o examples/logs/nonfinite_metric.jsonl
+	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 4 --fault rank_straggler@120 --run-id example-rank-straggler -o examples/logs/rank_straggler.jsonl
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

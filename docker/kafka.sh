@@ -473,7 +473,11 @@ cmd_up() {
   printf '%s:%s\n' "$HOST" "$PORT"
 }
 
-write_env_single() { printf 'STREAMWATCH_BOOTSTRAP=%s:%s\n' "$HOST" "$PORT" >"$STATE/env"; }
+# STREAMWATCH_BOOTSTRAP for the tests, STREAMWATCH_BOOTSTRAP_SERVERS for the CLI (--bootstrap-servers)
+write_env_single() {
+  printf 'STREAMWATCH_BOOTSTRAP=%s:%s\nSTREAMWATCH_BOOTSTRAP_SERVERS=%s:%s\n' \
+    "$HOST" "$PORT" "$HOST" "$PORT" >"$STATE/env"
+}
 write_env_cluster() {
   printf 'STREAMWATCH_CLUSTER_BOOTSTRAP=%s\n' "$(cluster_bootstrap)" >"$STATE/cluster.env"
 }

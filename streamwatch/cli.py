@@ -1,133 +1,155 @@
-"""The ``streamwatch`` command."""
+"""The ``streamwatch`` command.
+
+Only what building the parser needs is imported up front: ``streamwatch --help``,
+``check-config``, ``silence`` and ``test-route`` import neither the engine (river, scipy) nor
+numpy or plotly; each command imports what it runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from streamwatch import __version__
-from streamwatch.alerting.cli import (
-    add_alert_args,
-    add_silence_commands,
-    add_test_route_command,
-    build_dispatcher,
-    run_silence_command,
-    run_test_route,
-)
-from streamwatch.alerting.dispatcher import Dispatcher
-from streamwatch.cli_kafka import add_commands as add_kafka_commands
-from streamwatch.cli_kafka import dispatch as dispatch_kafka_command
-from streamwatch.config import Config, ConfigError, load_config
-from streamwatch.incidents import KINDS, Severity, Status
-from streamwatch.replay import format_summary, progress_stream, replay_files
-from streamwatch.report.cli import add_report_commands, run_report_command
-from streamwatch.simulate import Fault
-from streamwatch.sinks import ConsoleSink, JsonlSink
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from streamwatch.alerting.dispatcher import Dispatcher
+    from streamwatch.replay import ReplayResult
+    from streamwatch.simulate import Fault
+    from streamwatch.sinks import ConsoleSink, JsonlSink
+
+__all__ = ["COMMANDS", "main"]
 
 EXIT_OK, EXIT_INCIDENT, EXIT_USAGE = 0, 1, 2
+#: A replay that read no event at all: nothing was checked, which is not a pass.
+EXIT_NO_EVENTS = 3
+
+#: Every command and its one-line help: what ``streamwatch --help`` lists without building
+#: the commands' own parsers (a test holds it equal to :func:`cli_args.build_parser`'s).
+COMMANDS = {
+    "replay": "replay recorded logs through the engine",
+    "inspect": "show how recorded logs are read: format, step, which metric feeds which check",
+    "watch": "follow growing logs (files, TensorBoard directories) live, with stall detection",
+    "demo": "a simulated multi-node cluster with failures, no Kafka",
+    "simulate": "write simulated runs to a JSONL file",
+    "check-config": "validate a config file offline",
+    "silence": "mute matching incidents for a while",
+    "test-route": "send a sample incident through the routes; say what went where and why",
+    "report": "write a self-contained HTML report of recorded runs, incidents drawn on the curves",
+    "compare": "compare a candidate against a baseline: better / worse / indistinguishable",
+    "run": "the live service: consume metrics, emit incidents",
+    "publish": "send recorded logs to a topic, keyed by run id",
+    "record": "write a topic's messages to a JSONL file",
+}
+
+#: Optional dependencies a command may miss -> the extra that brings it.
+_EXTRAS = {
+    "plotly": "report",
+    "scipy": "report",
+    "kafka": "kafka",
+    "prometheus_client": "kafka",
+    "tensorboard": "tensorboard",
+}
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"STREAMWATCH_{name}", default)
-
-
-def _parser() -> argparse.ArgumentParser:
+def _listing_parser() -> argparse.ArgumentParser:
+    """The top level alone: the commands by name and help, none of their options."""
     p = argparse.ArgumentParser(
         prog="streamwatch",
         description="Health monitor for RL training of language models.",
     )
     p.add_argument("--version", action="version", version=f"streamwatch {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    r = sub.add_parser("replay", help="replay recorded logs through the engine")
-    r.add_argument("paths", nargs="+", metavar="PATH", help="recorded log files")
-    r.add_argument("--incidents-out", metavar="FILE", help="write incident updates as JSONL")
-    r.add_argument("--config", metavar="FILE", default=_env("CONFIG"), help="TOML or JSON")
-    r.add_argument(
-        "--fail-on",
-        choices=[s.value for s in Severity],
-        metavar="SEVERITY",
-        help="exit 1 if an incident of this severity or worse fires (info|warning|critical)",
-    )
-    r.add_argument(
-        "--format", choices=["streamwatch", "verl", "hf", "wandb"], help="skip detection"
-    )
-    r.add_argument("--quiet", action="store_true", help="no live incident lines, summary only")
-    add_alert_args(r)
-
-    d = sub.add_parser("demo", help="a simulated multi-node cluster with failures, no Kafka")
-    d.add_argument("--steps", type=int, default=400)
-    d.add_argument("--seed", type=int, default=7)
-    d.add_argument("--pace", type=float, default=0.0, metavar="SECONDS", help="wall time per step")
-    d.add_argument("--incidents-out", metavar="FILE")
-    d.add_argument("--config", metavar="FILE", default=_env("CONFIG"))
-    add_alert_args(d)
-
-    s = sub.add_parser("simulate", help="write simulated runs to a JSONL file")
-    s.add_argument("-o", "--output", required=True, metavar="FILE")
-    s.add_argument("--runs", type=int, default=1)
-    s.add_argument("--steps", type=int, default=400)
-    s.add_argument("--hosts", type=int, default=2)
-    s.add_argument("--ranks-per-host", type=int, default=2)
-    s.add_argument("--eval-every", type=int, default=10)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--framework", choices=["verl", "trl"], default="verl")
-    s.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        metavar="KIND@STEP[:STRENGTH][~RAMP][/RUN]",
-        help=f"inject a failure (repeatable; ~RAMP: gradual over RAMP steps); kinds: "
-        f"{', '.join(KINDS)}",
-    )
-
-    c = sub.add_parser("check-config", help="validate a config file offline")
-    c.add_argument("path", metavar="FILE")
-    add_silence_commands(sub)
-    add_test_route_command(sub)
-    add_report_commands(sub)
-    add_kafka_commands(sub)
+    for name, text in COMMANDS.items():
+        sub.add_parser(name, help=text)
     return p
 
 
+def _command(argv: Sequence[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if _command(argv) not in COMMANDS:  # --help, --version, nothing, or a typo
+        _listing_parser().parse_args(argv)
+        raise AssertionError(argv)  # parse_args exits: no command
+    from streamwatch.cli_args import build_parser
+    from streamwatch.config import ConfigError
+
+    args = build_parser(_command(argv)).parse_args(argv)
     try:
-        code = run_report_command(args)
-        if code is None:
-            code = dispatch_kafka_command(args)
-        if code is not None:
-            return code
-        if args.command == "replay":
-            return _replay(args)
-        if args.command == "demo":
-            return _demo(args)
-        if args.command == "simulate":
-            return _simulate(args)
-        if args.command == "check-config":
-            return _check_config(args)
-        if args.command == "silence":
-            return run_silence_command(args)
-        if args.command == "test-route":
-            return run_test_route(args)
+        return _dispatch(args)
     except ConfigError as exc:
         print(f"streamwatch: config error:\n{exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").partition(".")[0]
+        extra = _EXTRAS.get(missing)
+        if extra is None:
+            raise
+        print(
+            f"streamwatch: '{args.command}' needs {missing}: pip install 'streamwatch[{extra}]'",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     except (FileNotFoundError, IsADirectoryError, ValueError) as exc:
         print(f"streamwatch: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from streamwatch.alerting.cli import run_silence_command, run_test_route
+
+    if args.command in ("report", "compare"):
+        from streamwatch.report.cli import run_report_command
+
+        code = run_report_command(args)
+        assert code is not None
+        return code
+    if args.command in ("run", "publish", "record"):
+        from streamwatch.cli_kafka import dispatch as dispatch_kafka_command
+
+        code = dispatch_kafka_command(args)
+        assert code is not None
+        return code
+    if args.command == "replay":
+        return _replay(args)
+    if args.command == "inspect":
+        return _inspect(args)
+    if args.command == "watch":
+        from streamwatch.watch_cli import run_watch
+
+        return run_watch(args)
+    if args.command == "demo":
+        return _demo(args)
+    if args.command == "simulate":
+        return _simulate(args)
+    if args.command == "check-config":
+        return _check_config(args)
+    if args.command == "silence":
+        return run_silence_command(args)
+    if args.command == "test-route":
+        return run_test_route(args)
     raise AssertionError(args.command)
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from streamwatch.alerting.cli import build_dispatcher
+    from streamwatch.config import load_config
+    from streamwatch.incidents import Severity
+    from streamwatch.replay import format_summary, format_verbose, progress_stream, replay_files
+    from streamwatch.sinks import ConsoleSink, JsonlSink
+
     config = load_config(args.config)
     sinks: list[ConsoleSink | JsonlSink | Dispatcher] = []
     if not args.quiet:
@@ -140,7 +162,14 @@ def _replay(args: argparse.Namespace) -> int:
         sinks.append(alerts)
     try:
         result = replay_files(
-            args.paths, config, sinks=sinks, format=args.format, progress=progress_stream()
+            args.paths,
+            config,
+            sinks=sinks,
+            format=args.format,
+            run_id=args.run_id,
+            run_id_from=args.run_id_from,
+            keep_incidents=False,
+            progress=progress_stream(),
         )
     finally:
         if jsonl is not None:
@@ -148,6 +177,10 @@ def _replay(args: argparse.Namespace) -> int:
         if alerts is not None:  # returns once every alert is delivered or spooled
             print(alerts.close(timeout=30), file=sys.stderr)
     print(format_summary(result))
+    if args.verbose:
+        print(format_verbose(result))
+    if result.events == 0:
+        return _no_events(result)
     if args.fail_on:
         limit = Severity(args.fail_on)
         worst = result.worst()
@@ -157,12 +190,42 @@ def _replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _no_events(result: ReplayResult) -> int:
+    why = "; ".join(
+        f"{f.path}: {f.first_problem or 'no metrics in it'}" for f in result.file_results
+    )
+    print(f"streamwatch: no file yielded an event, nothing was checked ({why})", file=sys.stderr)
+    return EXIT_NO_EVENTS
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from streamwatch.config import load_config
+    from streamwatch.replay import format_verbose, replay_files
+
+    result = replay_files(
+        args.paths,
+        load_config(args.config),
+        format=args.format,
+        run_id=args.run_id,
+        run_id_from=args.run_id_from,
+        keep_incidents=False,
+    )
+    print(format_verbose(result))
+    if result.events == 0:
+        return _no_events(result)
+    return EXIT_OK
+
+
 def _demo(args: argparse.Namespace) -> int:
+    from streamwatch.alerting.cli import build_dispatcher
+    from streamwatch.config import load_config
     from streamwatch.demo import demo_specs
+    from streamwatch.incidents import Status
     from streamwatch.monitor import Monitor
     from streamwatch.simulate import simulate
+    from streamwatch.sinks import ConsoleSink, JsonlSink
 
-    config: Config = load_config(args.config)
+    config = load_config(args.config)
     specs = demo_specs(args.steps, args.seed)
     print(f"streamwatch demo: {len(specs)} simulated runs on 2 hosts x 2 ranks, {args.steps} steps")
     for spec in specs:
@@ -200,13 +263,18 @@ def _demo(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from streamwatch.simulate import RunSpec, simulate, write_jsonl
 
+    prefix = args.run_id or f"sim-{args.seed}"
+
+    def run_id(i: int) -> str:
+        return args.run_id if args.run_id and args.runs == 1 else f"{prefix}-{i}"
+
     faults: dict[int, list[Fault]] = {}
     for text in args.fault:
         run, fault = _parse_fault(text)
         faults.setdefault(run, []).append(fault)
     specs = [
         RunSpec(
-            run_id=f"sim-{args.seed}-{i}",
+            run_id=run_id(i),
             steps=args.steps,
             hosts=args.hosts,
             ranks_per_host=args.ranks_per_host,
@@ -224,6 +292,9 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _parse_fault(text: str) -> tuple[int, Fault]:
+    from streamwatch.incidents import KINDS
+    from streamwatch.simulate import Fault
+
     spec, _, run = text.partition("/")
     kind, at, rest = spec.partition("@")
     if not at or kind not in KINDS:
@@ -245,9 +316,34 @@ def _parse_fault(text: str) -> tuple[int, Fault]:
         raise ValueError(f"--fault {text!r}: {exc}") from exc
 
 
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@contextmanager
+def _placeholders(names: list[str]) -> Iterator[None]:
+    """Stand-ins for unset environment variables, so that a config checks offline."""
+    for name in names:
+        os.environ[name] = f"https://unset.invalid/{name}"
+    try:
+        yield
+    finally:
+        for name in names:
+            os.environ.pop(name, None)
+
+
 def _check_config(args: argparse.Namespace) -> int:
-    config = load_config(args.path)
+    from streamwatch.config import load_config
+
+    try:
+        text = Path(args.path).read_text(encoding="utf-8")
+    except OSError:
+        text = ""  # load_config says why it cannot be read
+    unset = sorted({n for n in _ENV_REF.findall(text) if n not in os.environ})
+    with _placeholders(unset):
+        config = load_config(args.path)
     print(f"{args.path}: ok")
+    if unset:
+        print(f"  unset environment variables (needed to send alerts): {', '.join(unset)}")
     engine = config.engine
     print(f"  resolve_after={engine.resolve_after}, disabled kinds: {list(engine.disabled_kinds)}")
     aliases = config.indicators.aliases

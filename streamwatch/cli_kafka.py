@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from streamwatch.alerting.cli import add_alert_args
+from streamwatch.sources import FORMATS
 
 __all__ = ["COMMANDS", "add_commands", "dispatch", "main"]
 
@@ -173,7 +174,19 @@ def add_commands(subparsers: Any) -> None:
     r.add_argument("--quiet", action="store_true", help="no incident lines on stdout")
 
     p = subparsers.add_parser("publish", help="send recorded logs to a topic, keyed by run id")
-    p.add_argument("paths", nargs="+", metavar="FILE", help="recorded log files")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="log files or TensorBoard directories")
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep following the paths as they grow (a sidecar beside training); "
+        "until interrupted, or --idle-exit",
+    )
+    p.add_argument(
+        "--poll", type=float, default=2.0, metavar="S", help="with --follow: read every S s"
+    )
+    p.add_argument(
+        "--idle-exit", type=float, metavar="S", help="with --follow: end after S s with nothing new"
+    )
     _connection_options(p)
     _opt(p, "--topic", "metrics topic", "streamwatch.metrics", metavar="TOPIC")
     _opt(
@@ -184,7 +197,7 @@ def add_commands(subparsers: Any) -> None:
         type=int,
         metavar="N",
     )
-    _opt(p, "--format", "skip detection", choices=["streamwatch", "verl", "hf", "wandb"])
+    _opt(p, "--format", "skip detection", choices=list(FORMATS))
     pace = p.add_mutually_exclusive_group()
     pace.add_argument(
         "--speed",
@@ -318,14 +331,29 @@ def _run(args: argparse.Namespace) -> int:
 def _publish(args: argparse.Namespace) -> int:
     from streamwatch.kafka_tools import publish_files
 
-    result = publish_files(
-        args.paths,
-        _connection(args).client_kwargs(),
-        args.topic,
-        speed=args.speed,
-        partitions=args.partitions,
-        format=args.format,
-    )
+    if args.follow:
+        from streamwatch.publish_follow import follow_and_publish
+
+        with _stop_on_signals() as stop:
+            result = follow_and_publish(
+                args.paths,
+                _connection(args).client_kwargs(),
+                args.topic,
+                poll_seconds=args.poll,
+                idle_exit=args.idle_exit,
+                stop=stop,
+                partitions=args.partitions,
+                format=args.format,
+            )
+    else:
+        result = publish_files(
+            args.paths,
+            _connection(args).client_kwargs(),
+            args.topic,
+            speed=args.speed,
+            partitions=args.partitions,
+            format=args.format,
+        )
     for problem in result.problems[:10]:
         print(f"  set aside: {problem}", file=sys.stderr)
     extra = f", {len(result.problems):,} problem(s) set aside" if result.problems else ""

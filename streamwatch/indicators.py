@@ -163,6 +163,7 @@ PRESETS: dict[str, tuple[tuple[str, Indicator], ...]] = {
     ),
     "prime_rl": (
         ("entropy/all/mean", _I.ENTROPY),
+        ("train/agg/effective/reward/mean", _I.TRAIN_REWARD),
         ("train/agg/effective/*/reward/mean", _I.TRAIN_REWARD),
         ("train/agg/effective/num_output_tokens/mean", _I.RESPONSE_LENGTH),
         ("train/agg/effective/*/is_truncated/mean", _I.TRUNCATION_RATIO),
@@ -207,7 +208,7 @@ PRESETS: dict[str, tuple[tuple[str, Indicator], ...]] = {
         ("actor/ppo_ratio_clipfrac", _I.CLIP_FRACTION),
         ("actor_train/grad_norm", _I.GRAD_NORM),
         ("actor/pg_loss", _I.LOSS),
-        ("val/score/mean", _I.HELDOUT_REWARD),
+        ("val/*/score/mean", _I.HELDOUT_REWARD),
         ("time/step_total", _I.STEP_TIME),
     ),
     # ms-swift's GRPO logs TRL's names, and a few of its own

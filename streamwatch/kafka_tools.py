@@ -19,7 +19,7 @@ from typing import Any
 
 from streamwatch.events import Problem
 from streamwatch.sinks.kafka import MAX_REQUEST_BYTES
-from streamwatch.sources import FileSource
+from streamwatch.sources import FileSource, expand_paths
 
 __all__ = [
     "PublishResult",
@@ -148,7 +148,9 @@ def publish_files(
     from kafka import KafkaProducer
 
     result = PublishResult()
-    sources = [FileSource(p, format=format, on_problem=result.problems.append) for p in paths]
+    sources = [
+        FileSource(p, format=format, on_problem=result.problems.append) for p in expand_paths(paths)
+    ]
     if partitions is not None:
         ensure_topics(client_kwargs, {topic: TopicSpec(partitions)})
     own = producer is None

@@ -122,12 +122,12 @@ BAD_LINES = [
 GOOD_EVENTS = 7
 #: line -> what the summary must say about it
 BAD_LINE_REASONS = {
-    3: "invalid JSON",
+    3: "cut short",
     4: "'four'",
     5: "'high' is not a number",
     8: "-3",
     9: "repeats step 5",
-    12: "invalid JSON",
+    12: "cut short",
 }
 
 
@@ -164,14 +164,34 @@ def test_summary_names_each_bad_line_and_why(
     assert BAD_LINE_REASONS[lineno] in listed[0], listed[0]
 
 
-def test_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_replay_that_read_no_event_fails_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty file checked nothing: a CI job with --fail-on must not stay green."""
     path = tmp_path / "empty.jsonl"
     path.write_bytes(b"")
-    assert replay(path, "--fail-on", "info") == 0
-    out = capsys.readouterr().out
-    assert "0 events" in out
-    assert "no incidents" in out
-    assert "empty" in out
+    assert replay(path, "--fail-on", "info") == 3
+    captured = capsys.readouterr()
+    assert "0 events" in captured.out
+    assert "no file yielded an event" in captured.err and "file is empty" in captured.err
+
+
+def test_random_bytes_fail_the_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "noise.jsonl"
+    path.write_bytes(bytes(range(256)) * 4)
+    assert replay(path) != 0
+    assert str(path) in capsys.readouterr().err
+
+
+def test_a_file_without_events_beside_good_ones_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_text(line(1, {"loss": 1.0}), encoding="utf-8")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert main(["replay", str(good), str(empty), "--quiet"]) == 0
+    assert f"{empty}: no event (file is empty)" in capsys.readouterr().out
 
 
 def test_missing_file_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -270,3 +290,92 @@ def test_demo_healthy_run_raises_no_alarm(capsys: pytest.CaptureFixture[str]) ->
         if text.startswith(("WARNING", "CRITICAL")) and any(f" {r} " in text for r in healthy)
     ]
     assert not alarms, "\n".join(alarms)
+
+
+# -- start-up, extras, offline config check ----------------------------------------------------
+
+
+def test_the_listed_commands_are_the_commands() -> None:
+    """``streamwatch --help`` lists COMMANDS without building their parsers: it must say what
+    the full parser has."""
+    import argparse
+
+    from streamwatch.cli import COMMANDS
+    from streamwatch.cli_args import build_parser
+
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    helps = {c.dest: c.help for c in sub._choices_actions}
+    assert helps == COMMANDS
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["check-config", "examples/streamwatch.toml"],
+        ["silence", "list", "--state-dir", "{tmp}"],
+        ["test-route", "--help"],
+    ],
+)
+def test_light_commands_import_no_engine_numpy_or_plotly(argv: list[str], tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code = (
+        "import sys\n"
+        "from streamwatch.cli import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+        "heavy = ('river', 'scipy', 'numpy', 'plotly')\n"
+        "loaded = sorted({m.split('.')[0] for m in sys.modules} & set(heavy))\n"
+        "assert not loaded, loaded\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = {"PATH": "/usr/bin:/bin", "SLACK_WEBHOOK_URL": "https://hooks.slack.com/x"}
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root, env=env, timeout=60)
+
+
+def test_check_config_works_offline_and_names_the_unset_variables(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    for name in ("SLACK_WEBHOOK_URL", "ONCALL_WEBHOOK_URL", "ONCALL_WEBHOOK_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    example = Path(__file__).resolve().parent.parent / "examples" / "streamwatch.toml"
+    assert main(["check-config", str(example)]) == 0
+    out = capsys.readouterr().out
+    assert "ok" in out
+    assert "unset environment variables" in out and "SLACK_WEBHOOK_URL" in out
+    assert "SLACK_WEBHOOK_URL" not in os.environ  # the stand-ins are gone
+
+
+@pytest.mark.parametrize(("command", "module", "extra"), [("report", "plotly", "report")])
+def test_a_command_without_its_extra_names_the_extra(
+    command: str,
+    module: str,
+    extra: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
+    log = Path(__file__).resolve().parent.parent / "examples" / "logs" / "healthy.jsonl"
+    assert main([command, str(log), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"streamwatch: '{command}' needs {module}: pip install 'streamwatch[{extra}]'"]
+
+
+def test_run_without_the_kafka_extra_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    for name in [m for m in sys.modules if m == "kafka" or m.startswith("kafka.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "kafka", None)
+    assert main(["run", "--bootstrap-servers", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "streamwatch: 'run' needs kafka: pip install 'streamwatch[kafka]'"

@@ -217,3 +217,15 @@ def test_one_run_against_a_group_uses_the_groups_spread() -> None:
     entropy = result.get("entropy")
     assert result.mode == "seeds" and "1 baseline vs 6 candidate runs" in result.basis
     assert entropy is not None and entropy.verdict is Verdict.WORSE
+
+
+def test_no_row_says_indistinguishable_beside_an_interval_that_excludes_zero() -> None:
+    result = compare([BASE_7B], [OFF_PPL_7B])
+    lines = {line.split()[0]: line for line in format_table(result).splitlines() if line}
+    shifted = [c for c in result.indicators if c.ci[0] > 0 or c.ci[1] < 0]
+    assert any(c.verdict is Verdict.INDISTINGUISHABLE for c in shifted)  # the case exists
+    for c in shifted:
+        assert "indistinguishable" not in lines[c.name], lines[c.name]
+    for c in result.indicators:
+        if c.verdict is Verdict.INDISTINGUISHABLE and c not in shifted:
+            assert "indistinguishable" in lines[c.name]

@@ -32,6 +32,20 @@ def test_each_failure_example_raises_its_failure_after_its_onset(kind: str) -> N
     assert min(step for _, step in found) >= 120
 
 
+def test_replaying_every_example_at_once_raises_every_failure() -> None:
+    """The README's own command: one run id per file, so the examples do not merge."""
+    result = replay_files(sorted((EXAMPLES / "logs").glob("*.jsonl")))
+    assert result.overlaps == [] and result.problem_count == 0
+    fired = {
+        (i.run_id, i.kind)
+        for i in result.incidents
+        if i.status is Status.FIRING and i.severity is not Severity.INFO
+    }
+    for kind in FAILURES:
+        assert (f"example-{kind.replace('_', '-')}", kind) in fired, kind
+    assert not any(run == "example-healthy" for run, _ in fired)
+
+
 def test_the_healthy_example_raises_no_warning() -> None:
     assert serious(EXAMPLES / "logs" / "healthy.jsonl") == []
 

@@ -170,6 +170,21 @@ def test_report_is_self_contained_with_every_panel_and_incident(
     assert "entropy_collapse" in html.split('id="sw-incidents"')[1]
 
 
+def test_the_report_says_what_its_marks_and_axis_are_and_draws_before_the_table(
+    faulty_log: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "report.html"
+    build_report([faulty_log], out)
+    html = out.read_text(encoding="utf-8")
+    legend = html.split('id="sw-legend"')[1].split("</p>")[0]
+    for word in ("critical", "warning", "info", "resolved", "training step"):
+        assert word in legend
+    for fig in figures(html):
+        axes = [v for k, v in fig["layout"].items() if k.startswith("xaxis")]
+        assert any(a.get("title", {}).get("text") == "training step" for a in axes)
+    assert html.index('id="sw-data-0"') < html.index('id="sw-incidents"')
+
+
 def test_incidents_sit_on_their_curve_at_the_step_they_fired(
     faulty_log: Path, tmp_path: Path
 ) -> None:

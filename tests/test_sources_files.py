@@ -206,10 +206,10 @@ def test_hf_trainer_state() -> None:
         events[0].metrics,
         {"epoch": 0.3333, "grad_norm": 1.25, "learning_rate": 4.5e-05, "loss": 1.9},
     )
+    # the eval entry's copy of the step's epoch is not read twice (the engine would set it aside)
     assert same(
         events[1].metrics,
         {
-            "epoch": 0.3333,
             "eval_loss": 1.7,
             "eval_runtime": 2.5,
             "eval_samples_per_second": 40.0,
@@ -243,7 +243,8 @@ def test_hf_values_that_are_not_numbers_are_not_metrics(tmp_path: Path) -> None:
     path = write(tmp_path, "trainer_state.json", json.dumps({"log_history": history}))
     events, source = read(path)
     assert source.stats.problems == 0
-    assert same(events[0].metrics, {"loss": 1.0, "eval_x": NAN})
+    # null is "no value" (TRL writes it for a reward function that scored nothing), not NaN
+    assert same(events[0].metrics, {"loss": 1.0})
     assert same(events[1].metrics, {"loss": INF, "huge": INF})
 
 
@@ -342,12 +343,10 @@ def test_wandb_longest_shared_prefix_and_run_id_override(tmp_path: Path) -> None
 
 
 def test_wandb_step_column_preference(tmp_path: Path) -> None:
+    # the trainer's step, not W&B's count of log calls
     text = "train/global_step,_step,loss\n100,1,0.5\n200,2.0,0.4\n"
     events, _ = read(write(tmp_path, "s.csv", text))
-    assert [(e.step, e.metrics) for e in events] == [
-        (1, {"train/global_step": 100.0, "loss": 0.5}),
-        (2, {"train/global_step": 200.0, "loss": 0.4}),
-    ]
+    assert [(e.step, e.metrics) for e in events] == [(100, {"loss": 0.5}), (200, {"loss": 0.4})]
     events, _ = read(write(tmp_path, "g.csv", "train/global_step,loss\n100,0.5\n"))
     assert [(e.step, e.metrics) for e in events] == [(100, {"loss": 0.5})]
 
@@ -538,7 +537,25 @@ def test_truncated_line(tmp_path: Path) -> None:
     assert [e.step for e in events] == [1, 3]
     problem = only_problem(source)
     assert problem.origin == f"{path}:2"
-    assert "invalid JSON" in problem.reason and '{"run_id": "r"' in problem.reason
+    assert "cut short" in problem.reason and '{"run_id": "r"' in problem.reason
+
+
+@pytest.mark.parametrize(
+    "cut", ['{"run_id": "r", "step": 2, "metrics": {"lo', '{"run_id": "r", "st']
+)
+def test_a_line_cut_inside_a_string_says_so(tmp_path: Path, cut: str) -> None:
+    path = write(tmp_path, "t.jsonl", line(1, a=1) + cut + "\n" + line(3, a=3))
+    _, source = read(path)
+    reason = only_problem(source).reason
+    assert "cut short" in reason and "at at" not in reason and "control character" not in reason
+
+
+def test_problems_are_counted_per_line_and_blank_lines_are_counted(tmp_path: Path) -> None:
+    bad = json.dumps({"run_id": "r", "step": 2, "metrics": {"a": "x", "b": "y", "c": [1]}})
+    path = write(tmp_path, "t.jsonl", line(1, a=1) + "\n  \n" + bad + "\n" + line(3, a=3))
+    _, source = read(path)
+    assert source.stats.problems == 3 and source.stats.bad_lines == 1
+    assert source.stats.blank_lines == 2
 
 
 def test_truncated_last_line_without_newline(tmp_path: Path) -> None:
@@ -733,3 +750,93 @@ def test_50_mb_line_is_skipped_without_holding_it(tmp_path: Path) -> None:
     assert f"line is {len(head) + size + len(tail):,} bytes" in problem.reason
     assert peak < 40 * 2**20
     assert source.stats.lines == 4 and source.stats.bytes_read == source.size
+
+
+# ---------------------------------------------------------------- flat JSONL, console, TensorBoard
+
+
+def test_flat_jsonl_steps_times_and_what_is_not_a_metric(tmp_path: Path) -> None:
+    rows = [
+        {"global_step/max_steps": "10/560", "loss": 0.5, "percentage": "1.79%", "x": None},
+        {"global_step/max_steps": "20/560", "loss": "nan", "elapsed_time": "15m 49s"},
+        {"step": 3, "time": 1753500620.5, "loss/mean": 0.1},
+        {"_step": 4, "_runtime": 12.0, "loss": 0.2},
+        {"loss": 0.3},
+        {"step": "three", "loss": 0.3},
+        {"step": 5, "note": "text only"},
+    ]
+    path = write(tmp_path, "logging.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    events, source = read(path, format="flat")
+    assert [(e.step, e.ts) for e in events] == [
+        (10, None),
+        (20, None),
+        (3, 1753500620.5),
+        (4, None),
+    ]
+    assert same(events[0].metrics, {"loss": 0.5})
+    assert same(events[1].metrics, {"loss": NAN})
+    assert same(events[2].metrics, {"loss/mean": 0.1})
+    assert same(events[3].metrics, {"loss": 0.2})
+    reasons = [p.reason for p in source.problems]
+    assert reasons == [
+        "no step (expected one of step, global_step, train/global_step, trainer/global_step,"
+        " global_step/max_steps, _step, iteration)",
+        "'step' value 'three' is not a step",
+        "line carries no numeric values",
+    ]
+    assert [p.origin.rsplit(":", 1)[1] for p in source.problems] == ["5", "6", "7"]
+    assert events[0].run_id == tmp_path.name  # logging.jsonl: named after its directory
+
+
+def test_flat_jsonl_is_detected(tmp_path: Path) -> None:
+    path = write(tmp_path, "metrics.jsonl", json.dumps({"step": 1, "time": 1.0, "a": 1}) + "\n")
+    assert detect_format(path) == "flat"
+
+
+def test_console_lines_of_each_framework(tmp_path: Path) -> None:
+    text = (
+        "2025-07-26 INFO starting\n"
+        "(TaskRunner pid=7) step:1 - actor/entropy:0.5 - perf/mfu:np.float64(0.25) - x:abc\n"
+        "[2025] [tracking.py (161)] [INFO] "
+        'metrics_tag: {"step": 2, "metrics": {"a": 1.5, "b": null}}\n'
+        "{'loss': 0.1, 'grad_norm': nan, 'note': 'x', 'epoch': 0.1}\n"
+        "{'loss': 0.2, 'epoch': 0.2}\n"
+        '[2025] metrics_tag: {"step": 3, "metrics": {"a": 1.5\n'
+    )
+    path = write(tmp_path, "train.log", text)
+    assert detect_format(path) == "console"
+    events, source = read(path)
+    assert [e.step for e in events] == [1, 2, 1, 2]  # no progress bar: the dicts' order
+    assert same(events[0].metrics, {"actor/entropy": 0.5, "perf/mfu": 0.25})
+    assert same(events[1].metrics, {"a": 1.5})  # ROLL's null: no value
+    assert same(events[2].metrics, {"loss": 0.1, "grad_norm": NAN, "epoch": 0.1})
+    problem = only_problem(source)
+    assert problem.origin.endswith(":6") and "cut short" in problem.reason
+
+
+def test_a_printed_dict_log_starting_at_its_first_line_is_console(tmp_path: Path) -> None:
+    path = write(tmp_path, "out.txt", "{'loss': 0.1, 'epoch': 0.1}\n{'loss': 0.2, 'epoch': 0.2}\n")
+    assert detect_format(path) == "console"
+    events, _ = read(path)
+    assert [e.step for e in events] == [1, 2]
+
+
+def test_a_tensorboard_file_cut_short_is_read_up_to_the_cut(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    real = next((FORMATS_DIR / "tensorboard" / "q3b_fsdp_base").iterdir())
+    cut = tmp_path / "run" / real.name
+    cut.parent.mkdir()
+    cut.write_bytes(real.read_bytes()[:200_000])
+    events, source = read(cut)
+    whole, _ = read(real)
+    assert source.format == "tensorboard" and source.problems == []
+    assert 0 < len(events) < len(whole)
+    assert [e.step for e in events] == [e.step for e in whole][: len(events)]
+    assert events[0].run_id == "run"
+
+
+def test_random_bytes_named_as_an_event_file_are_a_problem(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    path = write(tmp_path, "events.out.tfevents.1.host", bytes(range(256)) * 2)
+    events, source = read(path)
+    assert events == [] and "no TensorBoard records" in only_problem(source).reason

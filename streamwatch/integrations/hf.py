@@ -24,7 +24,18 @@ try:
 except ImportError:  # the hooks below are all the Trainer calls that matter here
     _Base = object
 
-__all__ = ["StreamwatchCallback"]
+__all__ = ["StreamwatchCallback", "trainer_metrics"]
+
+
+def trainer_metrics(logs: dict[str, Any]) -> dict[str, float]:
+    """The metrics of one ``on_log`` call: its numbers, NaN included. Text, flags and ``None``
+    are not metrics: TRL logs ``None`` for a reward function that scored nothing in the window,
+    which means no value (as replaying the run's trainer_state.json reads its ``null``).
+
+    >>> trainer_metrics({"loss": 0.1, "rewards/fmt/mean": None, "note": "x", "flag": True})
+    {'loss': 0.1}
+    """
+    return {k: v for k, v in logs.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 class StreamwatchCallback(_Base):  # type: ignore[misc]
@@ -52,9 +63,7 @@ class StreamwatchCallback(_Base):  # type: ignore[misc]
     ) -> None:
         if not logs or not self._publishes(state):
             return
-        metrics = {
-            k: v for k, v in logs.items() if isinstance(v, int | float) and not isinstance(v, bool)
-        }
+        metrics = trainer_metrics(logs)
         if not metrics:
             return
         if self.publisher is None:

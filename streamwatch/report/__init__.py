@@ -20,8 +20,8 @@ from .compare import (
     Policy,
     Verdict,
     WindowStat,
-    compare,
 )
+from .compare_files import compare
 from .compare_plot import write_comparison
 from .data import RunData, Series, SeriesCollector, collect_runs
 from .downsample import downsample, m4_indices

@@ -92,6 +92,13 @@ def run_report_command(args: argparse.Namespace) -> int | None:
         return None
     try:
         return _report(args) if command == "report" else _compare(args)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "plotly").partition(".")[0]
+        print(
+            f"streamwatch: '{command}' needs {missing}: pip install 'streamwatch[report]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     except ImportError as exc:
         print(f"streamwatch: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -120,7 +127,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .compare import compare
+    from .compare_files import compare
     from .compare_plot import write_comparison
     from .table import format_table
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +33,7 @@ import numpy as np
 from streamwatch.config import Config
 from streamwatch.indicators import Indicator
 
-from .data import FloatArray, RunData, Series, collect_runs, is_indicator
+from .data import FloatArray, RunData, Series, collect_runs
 from .policy import NEUTRAL, POLICIES, Policy, Verdict, judge
 from .stats import (
     Estimate,
@@ -51,7 +51,6 @@ __all__ = [
     "Policy",
     "Verdict",
     "WindowStat",
-    "compare",
     "compare_runs",
     "load_group",
     "window_means",
@@ -252,7 +251,7 @@ def _finish(p: _Prepared, alpha: float, level: float, single: bool) -> Indicator
         early = sum(1 for q in pvals if q <= alpha)
         notes = [f"{early} earlier window(s) p<={alpha:.2g}"] if early else []
         if ci[0] > 0 or ci[1] < 0:
-            notes.append("small end shift (interval excludes 0)")
+            notes.append("no onset")
         note = "; ".join(notes)
     else:
         verdict, note = judge(p.policy, p.log, effect, b_level, c_level)
@@ -286,39 +285,6 @@ def _names(
         return list(dict.fromkeys(wanted))
     present = {n for run in [*base.values(), *cand.values()] for n in run.primary}
     return [i.value for i in Indicator if i.value in present and i not in _NOT_COMPARED]
-
-
-def compare(
-    baseline: Sequence[str | Path],
-    candidate: Sequence[str | Path],
-    *,
-    out: Path | None = None,
-    indicators: Sequence[str] = (),
-    config: Config | None = None,
-    window: int | None = None,
-    alpha: float = 0.05,
-    level: float = 0.95,
-) -> ComparisonResult:
-    """Compare two groups of recorded runs (see the module doc); write overlay plots to
-    ``out`` (HTML) if given. ``indicators``: compare only these indicators or metric
-    names (default: every indicator both sides log)."""
-    if not baseline or not candidate:
-        raise ValueError("compare needs at least one baseline and one candidate file")
-    extra = [n for n in indicators if not is_indicator(n)]
-    base, cand = load_group(baseline, config, extra), load_group(candidate, config, extra)
-    for side, runs in (("baseline", base), ("candidate", cand)):
-        if not runs:
-            raise ValueError(f"no runs could be read from the {side} file(s)")
-    result = compare_runs(
-        base, cand, indicators=indicators, window=window, alpha=alpha, level=level
-    )
-    if out is None:
-        return result
-    from .compare_plot import write_comparison
-
-    result = replace(result, out=Path(out))
-    write_comparison(result, Path(out))
-    return result
 
 
 def compare_runs(

@@ -14,7 +14,7 @@ from .compare import ComparisonResult, IndicatorComparison, Verdict, window_mean
 from .data import Series
 from .downsample import downsample
 from .page import JsMode, Page
-from .table import format_effect
+from .table import format_effect, verdict_text
 
 __all__ = ["write_comparison"]
 
@@ -136,7 +136,7 @@ def _table(result: ComparisonResult) -> str:
     rows = []
     for c in result.indicators:
         cls = c.verdict.value if c.verdict is not Verdict.INDISTINGUISHABLE else "muted"
-        verdict = c.verdict.value + (f" ({c.direction})" if c.direction else "")
+        verdict = verdict_text(c)
         rows.append(
             f'<tr><td>{e(c.name)}</td><td class="{cls}">{e(verdict)}</td>'
             f'<td class="num">{"" if c.onset_step is None else c.onset_step}</td>'

@@ -189,6 +189,9 @@ def _figure(run: RunData, panels: list[_Panel], max_points: int) -> tuple[Any, i
     )
     fig.update_annotations(font_size=12.5)
     fig.update_xaxes(showspikes=True, spikemode="across", spikethickness=1)
+    for col in range(1, cols + 1):  # the bottom panel of each column names the axis
+        bottom = max(r for r in range(1, rows + 1) if (r - 1) * cols + col <= len(panels))
+        fig.update_xaxes(title_text="training step", title_standoff=4, row=bottom, col=col)
     for k in range(2, len(panels) + 1):  # zooming one panel zooms them all
         fig.layout[f"xaxis{k}"].matches = "x"
     return fig, _height(rows), points, markers
@@ -233,6 +236,24 @@ def _incident_traces(s: Series, incidents: Sequence[Incident]) -> list[Any]:
             )
         )
     return traces
+
+
+_SHAPES = {"critical": "&#9670;", "warning": "&#9650;", "info": "&#9679;"}
+
+
+def _legend() -> str:
+    """What the marks on the curves mean (the figures draw no legend of their own)."""
+    items = [
+        f'<span style="color:{SEVERITY_COLOURS[k]}">{_SHAPES[k]}</span> {k}'
+        for k in ("critical", "warning", "info")
+    ]
+    items.append('<span style="color:#6e7781">&#9675;</span> resolved')
+    return (
+        '<p class="muted" id="sw-legend">Incident markers, at the step each was detected: '
+        + " &nbsp; ".join(items)
+        + ". The horizontal axis is the training step; hover a marker for its evidence."
+        " The incident table follows the charts.</p>"
+    )
 
 
 def _incident_table(incidents: Sequence[Incident], anchors: Mapping[str, str]) -> str:
@@ -328,8 +349,7 @@ def render_report(
     if len(ordered) > 1:
         page.add_heading("Runs")
         page.add_html(_run_index(ordered, tallies, anchors))
-    page.add_heading("Incidents", "incidents")
-    page.add_html(_incident_table(incidents, anchors))
+    page.add_html(_legend())
     n_panels = points = markers = 0
     for run in ordered:
         panels = _run_panels(run, by_run.get(run.run_id, []), indicators)
@@ -342,6 +362,8 @@ def render_report(
         n_panels += len(panels)
         points += pts
         markers += marks
+    page.add_heading("Incidents", "incidents")
+    page.add_html(_incident_table(incidents, anchors))
     text = page.render(js)
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tmp")

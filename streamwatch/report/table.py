@@ -7,7 +7,7 @@ import textwrap
 
 from .compare import ComparisonResult, IndicatorComparison, Verdict
 
-__all__ = ["format_effect", "format_table"]
+__all__ = ["end_shift", "format_effect", "format_table", "verdict_text"]
 
 
 def _num(x: float) -> str:
@@ -36,9 +36,20 @@ def _signed(x: float) -> str:
     return f"{x:+.3g}" if math.isfinite(x) else "?"
 
 
-def _verdict(c: IndicatorComparison) -> str:
+def end_shift(c: IndicatorComparison) -> str:
+    """``"higher"``/``"lower"`` when no onset was found but the end's interval excludes 0:
+    a shift too small for the window-by-window tests, which is not "indistinguishable"."""
+    if c.verdict is not Verdict.INDISTINGUISHABLE:
+        return ""
+    lo, hi = c.ci
+    return "higher" if lo > 0 else "lower" if hi < 0 else ""
+
+
+def verdict_text(c: IndicatorComparison) -> str:
+    """The verdict as the table and the plots print it."""
     if c.verdict is Verdict.INDISTINGUISHABLE:
-        return c.verdict.value
+        shift = end_shift(c)
+        return f"end shift ({shift})" if shift else c.verdict.value
     return f"{c.verdict.value} ({c.direction})"
 
 
@@ -80,7 +91,7 @@ def format_table(result: ComparisonResult, width: int = 100) -> str:
         rows.append(
             (
                 c.name,
-                _verdict(c),
+                verdict_text(c),
                 "-" if c.onset_step is None else str(c.onset_step),
                 _num(c.baseline_level),
                 _num(c.candidate_level),

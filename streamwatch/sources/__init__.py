@@ -1,7 +1,14 @@
-"""Where events come from: recorded files (streamwatch/verl JSONL, HF trainer_state.json,
-W&B CSV exports)."""
+"""Where events come from: recorded files (streamwatch, verl and flat JSONL, HF
+trainer_state.json, W&B CSV exports, console logs, TensorBoard event files)."""
 
-from .files import MAX_KEPT_PROBLEMS, FileSource, ReadStats, default_run_id, read_events
+from .files import (
+    MAX_KEPT_PROBLEMS,
+    FileSource,
+    ReadStats,
+    default_run_id,
+    expand_paths,
+    read_events,
+)
 from .formats import FORMATS, detect_format
 
 __all__ = [
@@ -11,5 +18,6 @@ __all__ = [
     "ReadStats",
     "default_run_id",
     "detect_format",
+    "expand_paths",
     "read_events",
 ]

@@ -62,6 +62,7 @@ class _Group:
             return ctx.decode(first, first_line, ctx.fallback_run_id)
         joined = {k: v for k, v in first.items() if k not in _SINGLE_FIELDS}
         joined["metrics"] = values
+        ctx.stats.where = first_line
         event, problems = decode_event(joined, ctx.origin(first_line), ctx.fallback_run_id)
         if not problems:
             return event
@@ -84,6 +85,7 @@ def read_streamwatch(ctx: ReadContext) -> Iterator[Event]:
     """
     override = ctx.run_id
     fallback = ctx.fallback_run_id
+    ctx.stats.step_source = "'step'"
     group = _Group(ctx)
     for lineno, raw in ctx.lines():
         ok, obj = ctx.parse_json(lineno, raw)
@@ -112,6 +114,7 @@ def read_verl(ctx: ReadContext) -> Iterator[Event]:
     """verl's file logger: ``{"step": n, "data": {name: value}}`` per line."""
     run_id = ctx.file_run_id
     ctx.line_run_id = run_id
+    ctx.stats.step_source = "'step'"
     for lineno, raw in ctx.lines():
         ok, obj = ctx.parse_json(lineno, raw)
         if not ok:

@@ -29,10 +29,21 @@ class ReadStats:
     events: int = 0
     values: int = 0
     problems: int = 0
+    #: lines (or entries) with at least one problem: a line with five bad values counts once
+    bad_lines: int = 0
+    #: blank lines skipped
+    blank_lines: int = 0
     bytes_read: int = 0
+    #: where the step came from (a key, a column, the progress bar...)
+    step_source: str = ""
+    #: where the last event was read (a line number, ``log_history[3]``, ``record 12``)
+    where: int | str = 0
 
     def reset(self) -> None:
         self.lines = self.events = self.values = self.problems = self.bytes_read = 0
+        self.bad_lines = self.blank_lines = 0
+        self.step_source = ""
+        self.where = 0
 
 
 def preview(raw: bytes | str) -> str:
@@ -40,6 +51,14 @@ def preview(raw: bytes | str) -> str:
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     text = text.strip()
     return repr(text if len(text) <= _PREVIEW else text[:_PREVIEW] + "...")
+
+
+def _cut_short(raw: bytes, exc: json.JSONDecodeError) -> bool:
+    """Whether a JSON error is the line ending before its object does."""
+    text = raw.rstrip()
+    if text.endswith((b"}", b"]")):
+        return False
+    return exc.msg.startswith("Unterminated string") or exc.pos >= len(text) - 1
 
 
 class ReadContext:
@@ -65,6 +84,7 @@ class ReadContext:
         self.stats.reset()
         self.max_line_bytes = max_line_bytes
         self._report = report
+        self._last_bad: int | str | None = None
 
     def origin(self, where: int | str) -> str:
         return f"{self.name}:{where}"
@@ -77,8 +97,15 @@ class ReadContext:
         step: int | None = None,
         metric: str | None = None,
     ) -> None:
-        self.stats.problems += 1
+        self._count(where, 1)
         self._report(Problem(self.origin(where), reason, run_id, step, metric))
+
+    def _count(self, where: int | str, problems: int) -> None:
+        stats = self.stats
+        stats.problems += problems
+        if where != self._last_bad:
+            self._last_bad = where
+            stats.bad_lines += 1
 
     def lines(self) -> Iterator[tuple[int, bytes]]:
         """Numbered lines that carry content (blank lines skipped, a leading BOM removed).
@@ -108,6 +135,7 @@ class ReadContext:
                 if lineno == 1 and line.startswith(BOM):
                     line = line[len(BOM) :]
                 if not line or line.isspace():
+                    stats.blank_lines += 1
                     continue
                 content = True
                 yield lineno, line
@@ -139,11 +167,17 @@ class ReadContext:
         except UnicodeDecodeError as exc:
             reason = f"invalid UTF-8 at byte {exc.start}: {preview(raw)}"
         except json.JSONDecodeError as exc:
+            msg = exc.msg.removesuffix(" at")  # json's "Invalid control character at"
             if document:
                 lineno += exc.lineno - 1
-                reason = f"invalid JSON ({exc.msg} at column {exc.colno})"
+                reason = f"invalid JSON ({msg} at column {exc.colno})"
+            elif _cut_short(raw, exc):
+                reason = (
+                    f"line ends in the middle of its JSON (cut short at column {exc.colno},"
+                    f" as by a writer stopped mid-line?): {preview(raw)}"
+                )
             else:
-                reason = f"invalid JSON ({exc.msg} at column {exc.colno}): {preview(raw)}"
+                reason = f"invalid JSON ({msg} at column {exc.colno}): {preview(raw)}"
         except (ValueError, RecursionError) as exc:
             reason = f"unreadable JSON ({exc}): {preview(raw)}"
         self.problem(lineno, reason, self.line_run_id)
@@ -152,8 +186,9 @@ class ReadContext:
     def decode(self, obj: object, where: int | str, run_id: str | None = None) -> Event | None:
         """``decode_event`` with its problems reported; ``run_id`` fills in a missing one."""
         event, problems = decode_event(obj, self.origin(where), run_id)
+        self.stats.where = where
         if problems:
-            self.stats.problems += len(problems)
+            self._count(where, len(problems))
             for problem in problems:
                 self._report(problem)
         return event

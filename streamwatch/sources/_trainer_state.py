@@ -25,6 +25,7 @@ def read_trainer_state(ctx: ReadContext) -> Iterator[Event]:
     and are left out. Problems are located as ``path:log_history[i]``."""
     run_id = ctx.file_run_id
     ctx.line_run_id = run_id
+    ctx.stats.step_source = "log_history[].step"
     size = ctx.path.stat().st_size
     if size > MAX_TRAINER_STATE_BYTES:
         ctx.problem(
@@ -48,17 +49,27 @@ def read_trainer_state(ctx: ReadContext) -> Iterator[Event]:
     if not isinstance(history, list):
         ctx.problem(1, "no 'log_history' list: not a trainer_state.json", run_id)
         return
+    previous: dict[str, object] = {}
     for i, entry in enumerate(history):
         where = f"log_history[{i}]"
         if not isinstance(entry, dict):
             ctx.problem(where, f"expected an object, got {type(entry).__name__}", run_id)
             continue
+        # null is "no value" (TRL writes it for a reward function that scored nothing in a
+        # window), as the live callback reads it; NaN is written as NaN
         metrics = {
-            k: v for k, v in entry.items() if k not in _NOT_METRICS and to_float(v) is not None
+            k: v
+            for k, v in entry.items()
+            if k not in _NOT_METRICS and v is not None and to_float(v) is not None
         }
         if "step" not in entry:
             ctx.problem(where, "entry has no 'step'", run_id)
             continue
+        if previous.get("step") == entry["step"]:
+            # an entry of the same step repeats what it shares with the one before (the
+            # Trainer writes ``epoch`` into the train and the eval entry): a copy, not a value
+            metrics = {k: v for k, v in metrics.items() if previous.get(k, metrics) != v}
+        previous = entry
         if not metrics:
             ctx.problem(where, "entry carries no numeric values", run_id, _as_step(entry["step"]))
             continue

@@ -19,8 +19,9 @@ from ._reading import ReadContext, preview
 
 __all__ = ["STEP_COLUMNS", "read_wandb_csv"]
 
-#: Columns that may hold the step, in order of preference.
-STEP_COLUMNS = ("_step", "Step", "step", "train/global_step")
+#: Columns that may hold the step, in order of preference: the trainer's own step (what
+#: transformers logs with every entry) before W&B's ``_step``, which counts ``wandb.log`` calls.
+STEP_COLUMNS = ("train/global_step", "trainer/global_step", "_step", "Step", "step")
 _TS_COLUMN = "_timestamp"
 _BAND_SUFFIXES = ("__MIN", "__MAX")
 _RUN_SEPARATOR = " - "
@@ -57,7 +58,11 @@ def _layout(header: list[str]) -> _Layout | str:
     columns = [
         (i, name)
         for i, name in enumerate(names)
-        if i != step and name and not name.startswith("_") and not name.endswith(_BAND_SUFFIXES)
+        if i != step
+        and name
+        and name not in STEP_COLUMNS
+        and not name.startswith("_")
+        and not name.endswith(_BAND_SUFFIXES)
     ]
     run_id, metric_names = split_run_prefix([name for _, name in columns])
     ts = names.index(_TS_COLUMN) if _TS_COLUMN in names else None
@@ -104,6 +109,7 @@ def read_wandb_csv(ctx: ReadContext) -> Iterator[Event]:
                 ctx.problem(lineno, f"{found}; file not read", run_id)
                 return
             layout = found
+            ctx.stats.step_source = repr(cells[layout.step].strip()) if cells else ""
             if ctx.run_id is None and layout.run_id is not None:
                 run_id = ctx.line_run_id = layout.run_id
             continue

@@ -1,5 +1,5 @@
-"""Recorded files as a stream of events: streamwatch and verl JSONL, HF trainer_state.json,
-W&B CSV exports.
+"""Recorded files as a stream of events: streamwatch, verl and flat JSONL, HF
+trainer_state.json, W&B CSV exports, console logs, TensorBoard event files and run directories.
 
 Files are read as they are iterated, never whole (except a trainer_state.json, a single small
 JSON document). Bad content never raises: each thing that cannot be read becomes a
@@ -29,13 +29,23 @@ from pathlib import Path
 from streamwatch.events import Event, Problem
 
 from ._reading import ReadContext, ReadStats
+from ._tensorboard import EXTRA_HINT, tensorboard_available
 from .formats import FORMATS, READERS, detect_format
 
-__all__ = ["MAX_KEPT_PROBLEMS", "FileSource", "ReadStats", "default_run_id", "read_events"]
+__all__ = [
+    "MAX_KEPT_PROBLEMS",
+    "FileSource",
+    "ReadStats",
+    "default_run_id",
+    "expand_paths",
+    "read_events",
+]
 
 #: Problems kept in :attr:`FileSource.problems` when no ``on_problem`` is given (all are counted).
 MAX_KEPT_PROBLEMS = 10_000
 _CHECKPOINT_PREFIX = "checkpoint-"
+#: flat logs whose file name is the framework's, not the run's (prime-rl, ms-swift)
+_GENERIC_STEMS = frozenset({"metrics", "logging"})
 
 
 def default_run_id(path: Path, format: str) -> str:
@@ -43,8 +53,12 @@ def default_run_id(path: Path, format: str) -> str:
 
     The file name without its extension (``runs/grpo-a.jsonl`` -> ``grpo-a``); for a file
     called ``trainer_state.json``, the training output directory
-    (``out/sft-7b/checkpoint-500/trainer_state.json`` -> ``sft-7b``).
+    (``out/sft-7b/checkpoint-500/trainer_state.json`` -> ``sft-7b``); for a TensorBoard event
+    file, or a flat log named ``metrics.jsonl`` or ``logging.jsonl``, its directory
+    (``tb/grpo-a/events.out.tfevents.1.host`` -> ``grpo-a``).
     """
+    if format == "tensorboard" or (format == "flat" and path.stem in _GENERIC_STEMS):
+        return path.absolute().parent.name or path.name
     if format == "hf" and path.name == "trainer_state.json":
         parent = path.absolute().parent
         if parent.name.startswith(_CHECKPOINT_PREFIX) and parent.parent.name:
@@ -85,6 +99,8 @@ class FileSource:
         if run_id is not None and not run_id:
             raise ValueError("run_id must not be empty")
         self.format: str = format if format is not None else detect_format(self.path)
+        if self.format == "tensorboard" and not tensorboard_available():
+            raise ValueError(f"{self.path} is a TensorBoard event file: {EXTRA_HINT}")
         self.run_id = run_id
         self.size: int = info.st_size
         self.max_line_bytes = max_line_bytes
@@ -94,6 +110,11 @@ class FileSource:
 
     def __repr__(self) -> str:
         return f"FileSource({str(self.path)!r}, format={self.format!r})"
+
+    @property
+    def path_run_id(self) -> str:
+        """The run id the file's path gives (:func:`default_run_id`)."""
+        return default_run_id(self.path, self.format)
 
     def _keep(self, problem: Problem) -> None:
         if len(self.problems) < MAX_KEPT_PROBLEMS:
@@ -117,6 +138,27 @@ class FileSource:
             yield event
 
 
+def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """The files to read: each path that is a file, and for a directory the TensorBoard event
+    files anywhere under it (a run directory, or a directory of runs), in name order.
+
+    Raises FileNotFoundError for a missing path and for a directory without event files.
+    """
+    out: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if not path.is_dir():
+            out.append(path)
+            continue
+        found = sorted(f for f in path.rglob("*tfevents*") if f.is_file())
+        if not found:
+            raise FileNotFoundError(
+                f"{path} is a directory without TensorBoard event files (events.out.tfevents.*)"
+            )
+        out.extend(found)
+    return out
+
+
 def read_events(
     paths: Sequence[str | Path],
     *,
@@ -128,13 +170,14 @@ def read_events(
     """Events of several files, one file after another.
 
     Every file is opened and its format settled before the first event, so a missing file
-    or an unknown format raises here, not halfway through a replay.
+    or an unknown format raises here, not halfway through a replay. A directory stands for
+    the TensorBoard event files under it (:func:`expand_paths`).
     """
     sources = [
         FileSource(
             p, format=format, run_id=run_id, on_problem=on_problem, max_line_bytes=max_line_bytes
         )
-        for p in paths
+        for p in expand_paths(paths)
     ]
     return _chain(sources)
 

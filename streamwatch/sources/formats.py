@@ -9,24 +9,34 @@ from pathlib import Path
 
 from streamwatch.events import Event
 
+from ._console import looks_like_console, read_console
+from ._flat import STEP_KEYS, read_flat
 from ._jsonl import read_streamwatch, read_verl
 from ._reading import BOM, ReadContext, preview
+from ._tensorboard import is_event_file, read_tensorboard
 from ._trainer_state import read_trainer_state
 from ._wandb_csv import STEP_COLUMNS, read_wandb_csv
 
 __all__ = ["FORMATS", "READERS", "detect_format"]
 
 #: Reader per format name: streamwatch JSONL, verl file-logger JSONL, HF trainer_state.json,
-#: W&B CSV export.
+#: W&B CSV export, flat JSONL (prime-rl, ms-swift), console logs (verl, ROLL, HF/TRL),
+#: TensorBoard event files.
 READERS: dict[str, Callable[[ReadContext], Iterator[Event]]] = {
     "streamwatch": read_streamwatch,
     "verl": read_verl,
     "hf": read_trainer_state,
     "wandb": read_wandb_csv,
+    "flat": read_flat,
+    "console": read_console,
+    "tensorboard": read_tensorboard,
 }
 FORMATS = tuple(READERS)
 
 _SNIFF_BYTES = 64 * 1024
+#: A console log may print a long preamble (model loading, progress bars) before its first
+#: metrics line: its patterns are looked for further in.
+_CONSOLE_SNIFF_BYTES = 4 * 2**20
 _SNIFF_LINES = 32
 
 
@@ -39,11 +49,15 @@ def detect_format(path: str | Path) -> str:
     path = Path(path)
     with open(path, "rb") as fh:
         head = fh.read(_SNIFF_BYTES)
+    if is_event_file(path, head):
+        return "tensorboard"
     whole = len(head) < _SNIFF_BYTES
     head = head.removeprefix(BOM)
     text = head.lstrip()
     if not text:
         return "streamwatch"
+    if text.startswith(b"{'"):
+        return "console"  # a printed Python dict, not JSON
     if text.startswith(b"{"):
         return _detect_json(path, head, whole)
     first_line = text.split(b"\n", 1)[0].decode("utf-8", "replace")
@@ -53,9 +67,20 @@ def detect_format(path: str | Path) -> str:
         header = []
     if any(cell.strip() in STEP_COLUMNS for cell in header):
         return "wandb"
+    if _console(path, head, whole):
+        return "console"
     if any(ln.lstrip().startswith(b"{") for ln in text.split(b"\n")[:_SNIFF_LINES]):
         return _detect_json(path, head, whole)  # JSON lines after a corrupt start
     raise _unknown(path, text)
+
+
+def _console(path: Path, head: bytes, whole: bool) -> bool:
+    if looks_like_console(head):
+        return True
+    if whole:
+        return False
+    with open(path, "rb") as fh:
+        return looks_like_console(fh.read(_CONSOLE_SNIFF_BYTES))
 
 
 def _json_kind(obj: dict[str, object]) -> str | None:
@@ -65,6 +90,8 @@ def _json_kind(obj: dict[str, object]) -> str | None:
         return "streamwatch"
     if "data" in obj and "step" in obj:
         return "verl"
+    if any(key in obj for key in STEP_KEYS):
+        return "flat"
     return None
 
 
@@ -88,7 +115,7 @@ def _detect_json(path: Path, head: bytes, whole: bool) -> str:
     if b'"log_history"' in head or path.name == "trainer_state.json":
         return "hf"
     if seen_object:
-        raise _unknown(path, head, "JSON objects without 'metrics', 'name', 'data' or 'step'")
+        raise _unknown(path, head, "JSON objects without 'metrics', 'name', 'data' or a step")
     if head.lstrip().split(b"\n", 1)[0].strip() == b"{":
         raise _unknown(path, head, "a JSON document without 'log_history'")
     # Nothing parsed (the first lines are corrupt or very long): judge by the keys in view.
@@ -100,7 +127,7 @@ def _detect_json(path: Path, head: bytes, whole: bool) -> str:
 def _unknown(path: Path, head: bytes, what: str | None = None) -> ValueError:
     found = what or f"starts with {preview(head.lstrip()[:40])}"
     return ValueError(
-        f"{path}: unknown file format ({found}); expected streamwatch or verl JSONL,"
-        f" a trainer_state.json or a W&B CSV export (choose one with format=: "
-        f"{', '.join(READERS)})"
+        f"{path}: unknown file format ({found}); expected streamwatch, verl or flat JSONL,"
+        " a trainer_state.json, a W&B CSV export, a console log of verl, ROLL or the HF"
+        f" Trainer, or a TensorBoard event file (choose one with --format: {', '.join(READERS)})"
     )

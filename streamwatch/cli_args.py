@@ -1,0 +1,170 @@
+"""The ``streamwatch`` command's argument parser with every option of the command to run.
+
+The report and Kafka commands are registered by their own modules, imported only when one of
+their commands runs (the others appear by name alone), so ``check-config``, ``silence`` or
+``test-route`` import neither numpy, scipy nor plotly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from streamwatch import __version__
+from streamwatch.alerting.cli import (
+    add_alert_args,
+    add_silence_commands,
+    add_test_route_command,
+)
+from streamwatch.cli import COMMANDS
+from streamwatch.incidents import KINDS, Severity
+from streamwatch.sources import FORMATS
+
+#: Commands registered by other modules, which are imported only to run one of them.
+_REPORT = ("report", "compare")
+_KAFKA = ("run", "publish", "record")
+
+__all__ = ["build_parser"]
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(f"STREAMWATCH_{name}", default)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser, with full options for ``command`` (for every command when None)."""
+    p = argparse.ArgumentParser(
+        prog="streamwatch",
+        description="Health monitor for RL training of language models.",
+    )
+    p.add_argument("--version", action="version", version=f"streamwatch {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("replay", help="replay recorded logs through the engine")
+    r.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="recorded log files, or directories of TensorBoard event files",
+    )
+    r.add_argument("--incidents-out", metavar="FILE", help="write incident updates as JSONL")
+    r.add_argument("--config", metavar="FILE", default=_env("CONFIG"), help="TOML or JSON")
+    r.add_argument(
+        "--fail-on",
+        choices=[s.value for s in Severity],
+        metavar="SEVERITY",
+        help="exit 1 if an incident of this severity or worse fires (info|warning|critical)",
+    )
+    _add_reading_args(r)
+    r.add_argument("--quiet", action="store_true", help="no live incident lines, summary only")
+    r.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print each file's format and step, and which metric feeds which indicator",
+    )
+    add_alert_args(r)
+
+    i = sub.add_parser(
+        "inspect",
+        help="show how recorded logs are read: format, step, which metric feeds which check",
+        description="Read recorded logs through the engine and print, per file, its format and "
+        "where the step comes from, and per run which metric feeds each indicator (and the "
+        "incident kinds its checks raise), which metrics were outranked for an indicator, and "
+        "the unmapped names (generic drift check). Nothing is sent anywhere.",
+    )
+    i.add_argument("paths", nargs="+", metavar="PATH", help="recorded log files or directories")
+    i.add_argument("--config", metavar="FILE", default=_env("CONFIG"), help="TOML or JSON")
+    _add_reading_args(i)
+
+    w = sub.add_parser(
+        "watch",
+        help=COMMANDS["watch"],
+        description="Follow logs as training writes them: new lines of text logs (every "
+        "format replay reads), new records and new event files of TensorBoard directories, "
+        "the new entries of a rewritten trainer_state.json. The same engine as replay, with "
+        "stall detection on the watcher's clock (silence since a run's last event was read); "
+        "incidents and alerts as for run. Ctrl-C ends it with a summary.",
+    )
+    w.add_argument("paths", nargs="+", metavar="PATH", help="log files or directories")
+    w.add_argument("--poll", type=float, default=2.0, metavar="SECONDS", help="read every ...")
+    w.add_argument(
+        "--idle-exit",
+        type=float,
+        metavar="SECONDS",
+        help="end after this long without a new event (default: run until interrupted)",
+    )
+    w.add_argument("--incidents-out", metavar="FILE", help="append incident updates as JSONL")
+    w.add_argument("--config", metavar="FILE", default=_env("CONFIG"), help="TOML or JSON")
+    w.add_argument("--format", choices=FORMATS, help="skip format detection")
+    w.add_argument("--run-id", metavar="ID", help="the run id of every followed file's events")
+    w.add_argument("--quiet", action="store_true", help="no live incident lines")
+    add_alert_args(w)
+
+    d = sub.add_parser("demo", help="a simulated multi-node cluster with failures, no Kafka")
+    d.add_argument("--steps", type=int, default=400)
+    d.add_argument("--seed", type=int, default=7)
+    d.add_argument("--pace", type=float, default=0.0, metavar="SECONDS", help="wall time per step")
+    d.add_argument("--incidents-out", metavar="FILE")
+    d.add_argument("--config", metavar="FILE", default=_env("CONFIG"))
+    add_alert_args(d)
+
+    s = sub.add_parser("simulate", help="write simulated runs to a JSONL file")
+    s.add_argument("-o", "--output", required=True, metavar="FILE")
+    s.add_argument("--runs", type=int, default=1)
+    s.add_argument("--steps", type=int, default=400)
+    s.add_argument("--hosts", type=int, default=2)
+    s.add_argument("--ranks-per-host", type=int, default=2)
+    s.add_argument("--eval-every", type=int, default=10)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--framework", choices=["verl", "trl"], default="verl")
+    s.add_argument(
+        "--run-id",
+        metavar="ID",
+        help="the run id (with --runs N > 1: ID-0, ID-1, ...; default: sim-SEED-0, ...)",
+    )
+    s.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND@STEP[:STRENGTH][~RAMP][/RUN]",
+        help=f"inject a failure (repeatable; ~RAMP: gradual over RAMP steps); kinds: "
+        f"{', '.join(KINDS)}",
+    )
+
+    c = sub.add_parser("check-config", help="validate a config file offline")
+    c.add_argument("path", metavar="FILE")
+    add_silence_commands(sub)
+    add_test_route_command(sub)
+    if command is None or command in _REPORT:
+        from streamwatch.report.cli import add_report_commands
+
+        add_report_commands(sub)
+    else:
+        _by_name(sub, _REPORT)
+    if command is None or command in _KAFKA:
+        from streamwatch.cli_kafka import add_commands as add_kafka_commands
+
+        add_kafka_commands(sub)
+    else:
+        _by_name(sub, _KAFKA)
+    return p
+
+
+def _by_name(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], names: tuple[str, ...]
+) -> None:
+    for name in names:
+        sub.add_parser(name, help=COMMANDS[name])
+
+
+def _add_reading_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=FORMATS, help="skip format detection")
+    p.add_argument("--run-id", metavar="ID", help="the run id of the (one) file's events")
+    p.add_argument(
+        "--run-id-from",
+        choices=["data", "path"],
+        default="data",
+        help="data: the run id the data names, else the file's (default); path: always the "
+        "file's name (trainer_state.json and TensorBoard: its directory)",
+    )

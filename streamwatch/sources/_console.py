@@ -1,0 +1,152 @@
+"""Console logs: the metrics lines frameworks print, among everything else a job prints.
+
+Three kinds of line are read, anywhere in a line (after a Ray prefix such as
+``(TaskRunner pid=1)``, a logger's time stamp, or tqdm's progress bar):
+
+- verl's console logger: ``step:59 - actor/entropy:0.41 - critic/score/mean:0.7 - ...``;
+- ROLL's stdout tracker: ``metrics_tag: {"step": 3, "metrics": {...}}``;
+- the dicts the Hugging Face Trainer (and TRL) print: ``{'loss': 0.1, 'grad_norm': nan, ...}``.
+  They carry no step: it is the count of the training progress bar printed before them
+  (``10/43 [14:12<44:45, 81.39s/it]``, the bar with the largest total), or, with no bar, the
+  dict's place among the dicts (1, 2, ...).
+
+Every other line is not metrics and is passed over without a problem.
+
+>>> parse_verl("(TaskRunner pid=7) step:4 - actor/entropy:0.5 - perf/mfu:np.float64(0.3)")
+(4, {'actor/entropy': '0.5', 'perf/mfu': '0.3'})
+>>> parse_printed_dict("{'loss': 0.0, 'grad_norm': nan, 'epoch': 0.23, 'note': 'x'}")
+{'loss': '0.0', 'grad_norm': 'nan', 'epoch': '0.23'}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from streamwatch.events import Event, to_float
+
+from ._reading import ReadContext, preview
+
+__all__ = ["looks_like_console", "parse_printed_dict", "parse_verl", "read_console"]
+
+_VERL = re.compile(r"(?:^|[\s)\]])step:(-?\d+) - (.+)")
+_ROLL = "metrics_tag: "
+_DICT = re.compile(r"\{'[^']+': ")
+_ENTRY = re.compile(r"'((?:[^'\\]|\\.)+)':\s*([^,}]+)")
+_WRAPPED = re.compile(r"^[A-Za-z_][\w.]*\((.*)\)$")  # np.float64(0.5), tensor(0.5)
+_BAR = re.compile(r"(\d+)/(\d+) \[[^\]]*?(?:it/s|s/it)")
+_SNIFF = (
+    re.compile(rb"(?:^|[\s)\]])step:\d+ - [\w/@.-]+:"),
+    re.compile(rb"metrics_tag: \{"),
+    re.compile(rb"\{'[\w/@.-]+': -?(?:\d|nan|inf)"),
+)
+
+
+def looks_like_console(head: bytes) -> bool:
+    """Whether the start of a file holds a metrics line of a known console format."""
+    return any(p.search(head) for p in _SNIFF)
+
+
+def _value(text: str) -> str:
+    text = text.strip()
+    wrapped = _WRAPPED.match(text)
+    return wrapped.group(1).strip() if wrapped else text
+
+
+def parse_verl(line: str) -> tuple[int, dict[str, str]] | None:
+    """A verl console line's step and raw values, or None if the line is not one."""
+    found = _VERL.search(line)
+    if found is None:
+        return None
+    values: dict[str, str] = {}
+    for pair in found.group(2).split(" - "):
+        name, sep, value = pair.rpartition(":")
+        if sep and name.strip():
+            values[name.strip()] = _value(value)
+    return int(found.group(1)), values
+
+
+def parse_printed_dict(line: str) -> dict[str, str] | None:
+    """The numeric-looking entries of a printed Python dict, or None if the line has none."""
+    start = _DICT.search(line)
+    if start is None:
+        return None
+    end = line.rfind("}")
+    body = line[start.start() : end + 1 if end > start.start() else len(line)]
+    values = {
+        name: _value(value)
+        for name, value in _ENTRY.findall(body)
+        if not value.lstrip().startswith(("'", '"'))
+    }
+    return values or None
+
+
+class _Bar:
+    """The training progress bar: its count is the step of the dicts printed after it."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.step: int | None = None
+
+    def update(self, line: str) -> None:
+        for done, total in _BAR.findall(line):
+            if int(total) >= self.total:
+                self.total = int(total)
+                self.step = int(done)
+
+
+def read_console(ctx: ReadContext) -> Iterator[Event]:
+    """The metrics lines of a console log, one event each (see the module documentation)."""
+    run_id = ctx.file_run_id
+    ctx.line_run_id = run_id
+    bar = _Bar()
+    dicts = 0
+    for lineno, raw in ctx.lines():
+        line = raw.decode("utf-8", "replace")
+        roll = line.find(_ROLL)
+        if roll >= 0:
+            ctx.stats.step_source = "ROLL's metrics_tag 'step'"
+            event = _roll_line(ctx, lineno, raw[raw.find(b"metrics_tag: ") + len(_ROLL) :])
+        elif (verl := parse_verl(line)) is not None:
+            ctx.stats.step_source = "verl's step:N"
+            event = _event(ctx, lineno, verl[0], verl[1])
+        elif (printed := parse_printed_dict(line)) is not None:
+            bar.update(line[: _DICT.search(line).start()])  # type: ignore[union-attr]
+            dicts += 1
+            ctx.stats.step_source = (
+                "the training progress bar's count"
+                if bar.step is not None
+                else "the printed dicts' order (no progress bar)"
+            )
+            event = _event(ctx, lineno, bar.step if bar.step is not None else dicts, printed)
+        else:
+            bar.update(line)
+            continue
+        if event is not None:
+            yield event
+
+
+def _event(ctx: ReadContext, lineno: int, step: int, values: dict[str, str]) -> Event | None:
+    metrics = {k: v for k, v in values.items() if to_float(v) is not None}
+    if not metrics:
+        ctx.problem(lineno, "metrics line carries no numeric values", ctx.file_run_id, step)
+        return None
+    return ctx.decode({"run_id": ctx.file_run_id, "step": step, "metrics": metrics}, lineno)
+
+
+def _roll_line(ctx: ReadContext, lineno: int, raw: bytes) -> Event | None:
+    ok, obj = ctx.parse_json(lineno, raw)
+    if not ok:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("metrics"), dict):
+        ctx.problem(
+            lineno,
+            f"metrics_tag without a 'metrics' object: {preview(raw)}",
+            ctx.file_run_id,
+        )
+        return None
+    # null is "no value" here, as in the frameworks' other records
+    metrics = {k: v for k, v in obj["metrics"].items() if v is not None}
+    return ctx.decode(
+        {"run_id": ctx.file_run_id, "step": obj.get("step"), "metrics": metrics}, lineno
+    )

@@ -1,0 +1,109 @@
+"""Flat JSONL: one object of ``name: value`` pairs per line, the step among them.
+
+prime-rl's ``metrics.jsonl`` (``{"step": 12, "time": ..., "loss/mean": ...}``), ms-swift's
+``logging.jsonl`` (``"global_step/max_steps": "10/560"``), and any logger that writes one flat
+dict per step (``global_step``, W&B's ``_step``...). Values that are not numbers (text such as
+``"1.79%"``, lists, ``null``) are not metrics and are left out.
+
+>>> flat_step({"global_step/max_steps": "10/560", "loss": 0.1})
+('global_step/max_steps', 10)
+>>> flat_step({"loss": 0.1})
+(None, None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from streamwatch.events import Event, to_float
+
+from ._reading import ReadContext
+
+__all__ = ["STEP_KEYS", "TIME_KEYS", "flat_step", "read_flat"]
+
+#: Keys that may hold the step, in order of preference.
+STEP_KEYS = (
+    "step",
+    "global_step",
+    "train/global_step",
+    "trainer/global_step",
+    "global_step/max_steps",
+    "_step",
+    "iteration",
+)
+#: Keys that may hold the time of the line, in unix seconds.
+TIME_KEYS = ("time", "timestamp", "_timestamp", "wall_time")
+_NOT_METRICS = frozenset(STEP_KEYS + TIME_KEYS + ("_runtime", "run_id"))
+
+
+def _as_step(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        head = value.partition("/")[0].strip()  # "10/560": step 10 of 560
+        if head.isdigit():
+            return int(head)
+    return None
+
+
+def flat_step(obj: dict[str, object]) -> tuple[str | None, int | None]:
+    """The key holding the step and the step it holds (``(key, None)``: not a step)."""
+    for key in STEP_KEYS:
+        if key in obj:
+            return key, _as_step(obj[key])
+    return None, None
+
+
+def _time(obj: dict[str, object]) -> float | None:
+    for key in TIME_KEYS:
+        if key in obj:
+            ts = to_float(obj[key])
+            if ts is not None and ts - ts == 0.0 and ts > 0:
+                return ts
+    return None
+
+
+def read_flat(ctx: ReadContext) -> Iterator[Event]:
+    """Each object line with a step becomes one event of its numeric entries."""
+    run_id = ctx.file_run_id
+    ctx.line_run_id = run_id
+    for lineno, raw in ctx.lines():
+        ok, obj = ctx.parse_json(lineno, raw)
+        if not ok:
+            continue
+        if not isinstance(obj, dict):
+            ctx.problem(lineno, f"expected a JSON object, got {type(obj).__name__}", run_id)
+            continue
+        key, step = flat_step(obj)
+        if key is None:
+            ctx.problem(lineno, f"no step (expected one of {', '.join(STEP_KEYS)})", run_id)
+            continue
+        if step is None:
+            ctx.problem(lineno, f"{key!r} value {obj[key]!r} is not a step", run_id)
+            continue
+        if not ctx.stats.step_source:
+            ctx.stats.step_source = repr(key)
+        rid = obj.get("run_id") if ctx.run_id is None else ctx.run_id
+        metrics = {
+            k: v
+            for k, v in obj.items()
+            if k not in _NOT_METRICS and v is not None and to_float(v) is not None
+        }
+        if not metrics:
+            ctx.problem(lineno, "line carries no numeric values", run_id, step)
+            continue
+        event: dict[str, object] = {
+            "run_id": rid if isinstance(rid, str) and rid else run_id,
+            "step": step,
+            "metrics": metrics,
+        }
+        ts = _time(obj)
+        if ts is not None:
+            event["ts"] = ts
+        decoded = ctx.decode(event, lineno)
+        if decoded is not None:
+            yield decoded

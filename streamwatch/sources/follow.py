@@ -1,0 +1,321 @@
+"""Growing logs, read as training writes them: new lines of a text log, new records and new
+event files of a TensorBoard directory, the new entries of a rewritten trainer_state.json.
+
+Each :class:`Follower` is asked for what is new with :meth:`~Follower.poll`, which returns at
+once with the events that became readable since the last call (never a partial line: a
+line counts once its newline is written). Text logs keep their reader's state across polls
+(a console log's progress bar, a W&B header): the reader runs in a thread of its own, fed the
+new lines one poll at a time, so that each poll returns only when every line handed over has
+been read.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from streamwatch.events import Event, Problem, decode_event
+
+from ._reading import BOM, ReadContext, ReadStats
+from ._tensorboard import _MAX_GROUP as _TB_MAX_GROUP
+from ._tensorboard import _scalars
+from .files import FileSource, default_run_id
+from .formats import READERS, detect_format
+
+__all__ = ["Follower", "follow"]
+
+_CHUNK = 1 << 20
+_FLUSH = object()
+_STOP = object()
+#: How long a poll waits for a text reader to take the lines it was given.
+_READ_TIMEOUT = 60.0
+
+Report = Callable[[Problem], None]
+
+
+class Follower:
+    """One followed path; :meth:`poll` gives what is new, :meth:`close` what is left."""
+
+    path: Path
+    format: str
+
+    def poll(self) -> list[Event]:
+        raise NotImplementedError
+
+    def close(self) -> list[Event]:
+        return []
+
+
+def follow(
+    path: str | Path,
+    *,
+    format: str | None = None,
+    run_id: str | None = None,
+    on_problem: Report,
+    max_line_bytes: int = 16 * 2**20,
+) -> Follower:
+    """A follower for a file or a TensorBoard directory (which need not have files yet).
+
+    A file's format is detected from its first bytes, so it must exist and hold some."""
+    p = Path(path)
+    if p.is_dir():
+        return TensorBoardDir(p, run_id, on_problem)
+    fmt = format or detect_format(p)
+    if fmt == "tensorboard":
+        return TensorBoardDir(p, run_id, on_problem)
+    if fmt == "hf":
+        return RewrittenDocument(p, fmt, run_id, on_problem)
+    return TextLog(p, fmt, run_id, on_problem, max_line_bytes)
+
+
+class _FedContext(ReadContext):
+    """A read context whose lines come from a queue the follower fills."""
+
+    def __init__(self, feed: queue.Queue[object], done: queue.Queue[None], **kw: Any) -> None:
+        super().__init__(**kw)
+        self._feed = feed
+        self._done = done
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        while True:
+            item = self._feed.get()
+            if item is _STOP:
+                return
+            if item is _FLUSH:
+                self._done.put(None)
+                continue
+            assert isinstance(item, tuple)
+            yield item
+
+
+class TextLog(Follower):
+    """A line-per-record log (streamwatch, verl and flat JSONL, console logs, W&B CSV)."""
+
+    def __init__(
+        self, path: Path, fmt: str, run_id: str | None, report: Report, max_line_bytes: int
+    ) -> None:
+        self.path = path
+        self.format = fmt
+        self.stats = ReadStats()
+        self._report = report
+        self._limit = max_line_bytes
+        self._offset = 0
+        self._partial = b""
+        self._skipping = False  # inside a line longer than the limit
+        self._lineno = 0
+        self._events: list[Event] = []
+        self._feed: queue.Queue[object] = queue.Queue()
+        self._done: queue.Queue[None] = queue.Queue()
+        ctx = _FedContext(
+            self._feed,
+            self._done,
+            path=path,
+            fallback_run_id=default_run_id(path, fmt),
+            run_id=run_id,
+            report=report,
+            max_line_bytes=max_line_bytes,
+            stats=self.stats,
+        )
+        self._ctx = ctx
+        self._thread = threading.Thread(
+            target=self._read, args=(ctx,), name=f"follow {path.name}", daemon=True
+        )
+        self._thread.start()
+
+    def _read(self, ctx: ReadContext) -> None:
+        for event in READERS[self.format](ctx):
+            self._events.append(event)
+        self._done.put(None)  # the reader ended (it read a bad header): nothing will come
+
+    def _new_lines(self) -> Iterator[tuple[int, bytes]]:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return
+        if size < self._offset:  # rewritten from scratch: start again
+            self._report(
+                Problem(f"{self.path}:{self._lineno}", "file got shorter: read again from the top")
+            )
+            self._offset, self._partial, self._skipping = 0, b"", False
+        if size == self._offset:
+            return
+        with open(self.path, "rb") as fh:
+            fh.seek(self._offset)
+            data = fh.read(size - self._offset)
+        self._offset += len(data)
+        self.stats.bytes_read = self._offset
+        *complete, rest = (self._partial + data).split(b"\n")
+        for raw in complete:
+            yield from self._line(raw + b"\n")
+        self._partial = rest
+        if len(rest) > self._limit:  # a line longer than the limit: drop it, say so once
+            if not self._skipping:
+                self._report_long(len(rest))
+            self._skipping, self._partial = True, b""
+
+    def _line(self, raw: bytes) -> Iterator[tuple[int, bytes]]:
+        if self._skipping:  # the end of an over-long line
+            self._skipping = False
+            return
+        self._lineno += 1
+        self.stats.lines = self._lineno
+        if self._lineno == 1 and raw.startswith(BOM):
+            raw = raw[len(BOM) :]
+        if raw.isspace():
+            self.stats.blank_lines += 1
+            return
+        if len(raw) > self._limit:
+            self._report_long(len(raw))
+            return
+        yield self._lineno, raw
+
+    def _report_long(self, length: int) -> None:
+        self._lineno += 1
+        self._ctx.problem(
+            self._lineno,
+            f"line is longer than the limit of {self._limit:,} bytes ({length:,} so far); skipped",
+            self._ctx.line_run_id,
+        )
+
+    def poll(self) -> list[Event]:
+        for item in self._new_lines():
+            self._feed.put(item)
+        if self._thread.is_alive():
+            self._feed.put(_FLUSH)
+            self._done.get(timeout=_READ_TIMEOUT)
+        out, self._events = self._events, []
+        return out
+
+    def close(self) -> list[Event]:
+        """Stop reading; the events the reader still held (a last group of lines)."""
+        if self._thread.is_alive():
+            self._feed.put(_STOP)
+            self._thread.join(timeout=_READ_TIMEOUT)
+        out, self._events = self._events, []
+        return out
+
+
+class RewrittenDocument(Follower):
+    """A file rewritten whole at each save (trainer_state.json): its new entries each time
+    it changes. A document caught half-written is read again at the next poll."""
+
+    def __init__(self, path: Path, fmt: str, run_id: str | None, report: Report) -> None:
+        self.path = path
+        self.format = fmt
+        self._run_id = run_id
+        self._report = report
+        self._seen = 0
+        self._stamp: tuple[int, int] | None = None
+
+    def poll(self) -> list[Event]:
+        try:
+            info = self.path.stat()
+        except FileNotFoundError:
+            return []
+        stamp = (info.st_mtime_ns, info.st_size)
+        if stamp == self._stamp:
+            return []
+        problems: list[Problem] = []
+        source = FileSource(
+            self.path, format=self.format, run_id=self._run_id, on_problem=problems.append
+        )
+        events = list(source)
+        if source.stats.events == 0 and problems:
+            return []  # caught mid-write (or broken): try again when it changes
+        self._stamp = stamp
+        for problem in problems:
+            self._report(problem)
+        new, self._seen = events[self._seen :], max(self._seen, len(events))
+        return new
+
+
+class _EventFile:
+    def __init__(self, path: Path) -> None:
+        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+        self.path = path
+        self.loader = EventFileLoader(str(path))
+        self.records = 0
+
+
+class TensorBoardDir(Follower):
+    """A TensorBoard directory (or one event file): new records of its event files and new
+    event files as they appear; one run per directory holding event files. A step's scalars
+    are held until a record of another step arrives, or one poll passes without records."""
+
+    def __init__(self, path: Path, run_id: str | None, report: Report) -> None:
+        from tensorboard.util.tensor_util import make_ndarray
+
+        self.path = path
+        self.format = "tensorboard"
+        self._run_id = run_id
+        self._report = report
+        self._make_ndarray = make_ndarray
+        self._files: dict[Path, _EventFile] = {}
+        # per run directory: the step being gathered, its time and its scalars
+        self._pending: dict[str, tuple[int, float, dict[str, object]]] = {}
+
+    def _discover(self) -> None:
+        if self.path.is_dir():
+            found = sorted(f for f in self.path.rglob("*tfevents*") if f.is_file())
+        else:
+            found = [self.path] if self.path.exists() else []
+        for f in found:
+            if f not in self._files:
+                self._files[f] = _EventFile(f)
+
+    def poll(self) -> list[Event]:
+        self._discover()
+        out: list[Event] = []
+        quiet: set[str] = set(self._pending)
+        for f in self._files.values():
+            rid = self._run_id or default_run_id(f.path, "tensorboard")
+            try:
+                for record in f.loader.Load():
+                    f.records += 1
+                    if record.WhichOneof("what") != "summary":
+                        continue
+                    quiet.discard(rid)
+                    self._add(rid, f, record, out)
+            except Exception as exc:  # the loader raises protobuf and its own errors
+                self._report(Problem(f"{f.path}:record {f.records + 1}", f"unreadable: {exc}", rid))
+        for rid in quiet:  # nothing new for this run in a whole poll: its step is complete
+            self._flush(rid, out)
+        return out
+
+    def _add(self, rid: str, f: _EventFile, record: Any, out: list[Event]) -> None:
+        pending = self._pending.get(rid)
+        if pending is not None and (record.step != pending[0] or len(pending[2]) >= _TB_MAX_GROUP):
+            self._flush(rid, out)
+            pending = None
+        if pending is None:
+            pending = self._pending[rid] = (record.step, record.wall_time, {})
+        metrics = pending[2]
+        for tag, x in _scalars(record, self._make_ndarray):
+            if tag in metrics:
+                self._flush(rid, out)
+                metrics = self._pending.setdefault(rid, (record.step, record.wall_time, {}))[2]
+            metrics[tag] = x
+
+    def _flush(self, rid: str, out: list[Event]) -> None:
+        pending = self._pending.pop(rid, None)
+        if pending is None or not pending[2]:
+            return
+        step, wall, metrics = pending
+        obj: dict[str, object] = {"run_id": rid, "step": step, "metrics": metrics}
+        if wall:
+            obj["ts"] = wall
+        event, problems = decode_event(obj, f"{self.path}:step {step}")
+        for problem in problems:
+            self._report(problem)
+        if event is not None:
+            out.append(event)
+
+    def close(self) -> list[Event]:
+        out: list[Event] = []
+        for rid in list(self._pending):
+            self._flush(rid, out)
+        return out

@@ -1,0 +1,155 @@
+"""Replay: run ids, overlapping files, the streamed summary, inspect and --verbose."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from streamwatch.cli import main
+from streamwatch.replay import format_summary, replay_files
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "logs"
+
+
+def write_run(path: Path, run_id: str | None, steps: range, **extra: float) -> Path:
+    lines = []
+    for step in steps:
+        obj: dict[str, object] = {"step": step, "metrics": {"actor/entropy": 0.3, **extra}}
+        if run_id is not None:
+            obj["run_id"] = run_id
+        lines.append(json.dumps(obj))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_two_files_with_one_run_id_and_overlapping_steps_are_reported(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "seed-1.jsonl", "grpo", range(0, 50))
+    b = write_run(tmp_path / "seed-2.jsonl", "grpo", range(20, 80))
+    result = replay_files([a, b])
+    (overlap,) = result.overlaps
+    assert (overlap.run_id, overlap.first_steps, overlap.second_steps) == (
+        "grpo",
+        (0, 49),
+        (20, 79),
+    )
+    summary = format_summary(result)
+    assert "overlaps" in summary and "--run-id-from path" in summary
+    # named after their files, they are two runs and nothing is set aside
+    apart = replay_files([a, b], run_id_from="path")
+    assert apart.overlaps == [] and apart.problem_count == 0
+    assert {r.run_id for r in apart.bindings} == {"seed-1", "seed-2"}
+
+
+def test_consecutive_files_of_one_run_are_not_an_overlap(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "part-1.jsonl", "grpo", range(0, 50))
+    b = write_run(tmp_path / "part-2.jsonl", "grpo", range(50, 80))
+    assert replay_files([a, b]).overlaps == []
+
+
+def test_run_id_names_the_run_of_one_file(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "a.jsonl", "sim-7-0", range(5))
+    result = replay_files([a], run_id="my-run")
+    assert [r.run_id for r in result.bindings] == ["my-run"]
+    b = write_run(tmp_path / "b.jsonl", "sim-7-0", range(5))
+    with pytest.raises(ValueError, match="one file"):
+        replay_files([a, b], run_id="my-run")
+
+
+def test_run_id_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_run(tmp_path / "a.jsonl", "same", range(0, 30))
+    b = write_run(tmp_path / "b.jsonl", "same", range(0, 30))
+    assert main(["replay", "--quiet", str(a), str(b)]) == 0
+    assert "overlaps" in capsys.readouterr().out
+    assert main(["replay", "--quiet", "--run-id-from", "path", str(a), str(b)]) == 0
+    assert "overlaps" not in capsys.readouterr().out
+    assert main(["replay", "--quiet", "--run-id", "x", str(a), str(b)]) == 2
+    assert "--run-id names the run of one file" in capsys.readouterr().err
+
+
+def test_the_summary_names_the_runs_that_raised_nothing(tmp_path: Path) -> None:
+    quiet = write_run(tmp_path / "quiet.jsonl", "quiet-run", range(30))
+    loud = write_run(tmp_path / "loud.jsonl", "loud-run", range(30), loss=math.nan)
+    summary = format_summary(replay_files([quiet, loud]))
+    assert "run loud-run:" in summary
+    assert "1 run(s) raised nothing: quiet-run" in summary
+
+
+def test_the_summary_is_bounded_and_the_replay_keeps_no_incident_list(tmp_path: Path) -> None:
+    """Thousands of firing incidents (a run whose loss goes non-finite and back every few
+    steps, and thousands of runs with one each): the summary prints counts and the few most
+    severe, and the replay keeps no list of the updates."""
+    path = tmp_path / "many.jsonl"
+    with path.open("w", encoding="utf-8") as fh:
+        for step in range(3000):  # a non-finite value, then enough healthy steps to resolve
+            loss = "nan" if step % 25 == 0 else 1.0
+            fh.write(json.dumps({"run_id": "r", "step": step, "metrics": {"loss": loss}}) + "\n")
+        for n in range(2000):
+            fh.write(json.dumps({"run_id": f"r{n}", "step": 1, "metrics": {"loss": "nan"}}))
+            fh.write("\n")
+    result = replay_files([path], keep_incidents=False)
+    assert result.incidents == []
+    run = result.tally.runs["r"]
+    assert run.fired == 120 and len(run.shown()) == 10
+    assert sum(t.fired for t in result.tally.runs.values()) == 2120
+    summary = format_summary(result)
+    assert len(summary.splitlines()) < 600
+    assert "run r: 120 critical (showing the 10 most severe)" in summary
+    assert "more run(s) with incidents" in summary
+    assert len(replay_files([path]).incidents) > 2120  # firing and resolved updates
+
+
+def test_problems_are_counted_per_line_and_blank_lines_reported(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    bad = {"run_id": "r", "step": 2, "metrics": {"a": "x", "b": "y", "c": "z"}}
+    path.write_text(
+        json.dumps({"run_id": "r", "step": 1, "metrics": {"a": 1.0}})
+        + "\n\n\n"
+        + json.dumps(bad)
+        + "\n",
+        encoding="utf-8",
+    )
+    result = replay_files([path])
+    assert (result.problem_count, result.problem_lines, result.blank_lines) == (3, 1, 2)
+    summary = format_summary(result)
+    assert "3 problem(s) set aside on 1 line(s)" in summary
+    assert "2 blank line(s) skipped" in summary
+
+
+def test_inspect_prints_format_step_and_bindings(capsys: pytest.CaptureFixture[str]) -> None:
+    path = EXAMPLES / "entropy_collapse.jsonl"
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}: streamwatch, step from 'step'" in out
+    assert "run example-entropy-collapse:" in out
+    entropy = [x for x in out.splitlines() if x.strip().startswith("entropy ")]
+    assert entropy and "<- actor/entropy" in entropy[0] and "entropy_collapse" in entropy[0]
+    assert "unmapped (generic drift check)" in out
+
+
+def test_replay_verbose_prints_the_bindings(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "--quiet", "-v", str(EXAMPLES / "healthy.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "bindings:" in out and "train_reward" in out and "<- critic/score/mean" in out
+
+
+def test_inspect_of_nothing_readable_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(b"")
+    assert main(["inspect", str(path)]) == 3
+    assert "no file yielded an event" in capsys.readouterr().err
+
+
+def test_a_tensorboard_file_without_the_extra_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from streamwatch.sources import files
+
+    tb = Path(__file__).parent / "data" / "formats" / "tensorboard"
+    monkeypatch.setattr(files, "tensorboard_available", lambda: False)
+    assert main(["replay", str(tb)]) == 2
+    assert "pip install 'streamwatch[tensorboard]'" in capsys.readouterr().err
