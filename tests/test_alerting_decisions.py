@@ -47,6 +47,7 @@ MODULES = [
     "decide",
     "group",
     "inhibit",
+    "lanes",
     "redact",
     "retry",
     "route",
@@ -308,7 +309,7 @@ def test_backoff_grows_caps_and_jitters_with_a_seeded_rng() -> None:
     assert a == b and len(set(a)) == 20 and all(3.2 <= d <= 4.0 for d in a)
 
 
-def test_plan_retry_honours_retry_after_and_gives_up_to_the_spool() -> None:
+def test_plan_retry_honours_retry_after_and_gives_up_when_exhausted() -> None:
     policy = DeliveryConfig(
         backoff_initial=0.5, jitter=0.0, max_attempts=3, max_retry_seconds=30, max_retry_after=60
     )
@@ -316,11 +317,11 @@ def test_plan_retry_honours_retry_after_and_gives_up_to_the_spool() -> None:
     assert plan_retry(limited, attempt=1, elapsed=0, policy=policy, u=0).delay == 10.0
     huge = SendResult.http(503, retry_after=3600.0)
     plan = plan_retry(huge, attempt=1, elapsed=0, policy=policy, u=0)
-    assert plan.action == "spool" and plan.delay == 60.0  # capped, and beyond the budget
+    assert plan.action == "exhausted" and plan.delay == 60.0  # capped, and beyond the budget
     timeout = SendResult.error("timed out after 1 s")
     assert plan_retry(timeout, attempt=2, elapsed=1, policy=policy, u=0).action == "retry"
-    assert plan_retry(timeout, attempt=3, elapsed=1, policy=policy, u=0).action == "spool"
-    assert plan_retry(timeout, attempt=1, elapsed=29.9, policy=policy, u=0).action == "spool"
+    assert plan_retry(timeout, attempt=3, elapsed=1, policy=policy, u=0).action == "exhausted"
+    assert plan_retry(timeout, attempt=1, elapsed=29.9, policy=policy, u=0).action == "exhausted"
     final = plan_retry(SendResult.http(404, "no_service"), attempt=1, elapsed=0, policy=policy, u=0)
     assert (final.action, final.reason) == ("fail", "final: HTTP 404 (no_service)")
 

@@ -62,9 +62,9 @@ def some_incidents(runs: int, per_run: int) -> list[Incident]:
 def test_500_then_timeout_then_429_then_200_delivers_each_incident_once(tmp_path: Path) -> None:
     script = [Reply(500), Reply(hang=True), Reply(429, {"Retry-After": "2"})]
     with RecordingReceiver(script) as rx:
-        cfg = config(rx.url, delivery={"timeout": 0.5})
+        cfg = config(rx.url, group_max=1, delivery={"timeout": 0.5})
         d = Dispatcher(cfg, state_dir=tmp_path, rng=random.Random(1))
-        sent = some_incidents(runs=3, per_run=2)
+        sent = some_incidents(runs=1, per_run=3)  # three messages of one run: kept in order
         for inc in sent:
             d.send(inc)
         report = d.close(timeout=9.0)
@@ -74,6 +74,8 @@ def test_500_then_timeout_then_429_then_200_delivers_each_incident_once(tmp_path
     assert statuses == [500, "hang", 429, 200, 200, 200]
     first_id = rx.requests[0].headers[MESSAGE_ID_HEADER]
     assert [r.headers[MESSAGE_ID_HEADER] for r in rx.requests[:4]] == [first_id] * 4
+    steps = [r.json()["incidents"][0]["step"] for r in rx.accepted()]
+    assert steps == [i.step for i in sent]
     limited_at = rx.requests[2].at
     assert all(r.at - limited_at >= 2.0 for r in rx.requests[3:])  # Retry-After: 2 held
     assert (tmp_path / "spool" / "hook.jsonl").read_text() == ""
@@ -232,3 +234,82 @@ def test_send_returns_at_once_while_delivery_hangs(tmp_path: Path) -> None:
         took = clock.monotonic() - start
         d.close(timeout=0.2)
     assert took < 0.5
+
+
+def _failed_records(state_dir: Path) -> list[dict[str, Any]]:
+    path = state_dir / "failed.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_poisoned_payload_is_set_aside_and_every_other_message_goes_out(tmp_path: Path) -> None:
+    """The receiver answers 500 to one run's payload and 200 to every other."""
+
+    def reply(req: Any) -> Reply | None:
+        incs = json.loads(req.body)["incidents"]
+        poisoned = any(i["run_id"] == "poisoned" and i["step"] == 10 for i in incs)
+        return Reply(500, body=b"internal error") if poisoned else None
+
+    bad = incident("poisoned", step=10)
+    after = incident("poisoned", "nonfinite_metric", indicator="loss", step=50)
+    good = [
+        incident(f"run-{n}", severity="critical" if n % 2 else "warning", step=20 + n)
+        for n in range(6)
+    ]
+    delivery = {"max_attempts": 5, "backoff_initial": 0.2, "backoff_max": 0.5}
+    with RecordingReceiver(reply_for=reply) as rx:
+        cfg = config(rx.url, group_max=1, delivery=delivery)
+        d = Dispatcher(cfg, state_dir=tmp_path, rng=random.Random(2))
+        for inc in [bad, after, *good]:
+            d.send(inc)
+        report = d.close(timeout=20.0)
+        statuses = d.status()
+    bad_tries = [r for r in rx.requests if not r.ok]
+    assert len(bad_tries) == 5  # its retries, all of them, then no more
+    assert {r.json()["incidents"][0]["run_id"] for r in bad_tries} == {"poisoned"}
+    good_at = {r.json()["incidents"][0]["run_id"]: r.at for r in rx.accepted()}
+    assert set(good_at) == {f"run-{n}" for n in range(6)} | {"poisoned"}
+    # the other runs went out while the bad one was still being retried
+    assert max(good_at[f"run-{n}"] for n in range(6)) < bad_tries[-1].at
+    # the poisoned run's next message waited for it (order per run), then went out
+    assert good_at["poisoned"] > bad_tries[-1].at
+    assert (report.delivered, report.set_aside, report.failed, report.spooled) == (7, 1, 0, 0)
+    failed = _failed_records(tmp_path)
+    assert len(failed) == 1
+    assert failed[0]["status"] == 500 and failed[0]["incidents"][0]["step"] == 10
+    assert failed[0]["reason"].startswith("set aside after 5 attempt(s)")
+    assert "HTTP 500 (internal error)" in failed[0]["reason"]
+    [status] = statuses
+    assert (status.delivered, status.set_aside, status.pending) == (7, 1, 0)
+    assert "1 set aside" in str(status)
+    with RecordingReceiver() as rx2:  # a restart does not send it again
+        again = Dispatcher(cfg, state_dir=tmp_path)
+        assert again.close(timeout=2.0).delivered == 0
+    assert rx2.requests == [] and len(_failed_records(tmp_path)) == 1
+
+
+def test_an_outage_sets_nothing_aside_and_everything_goes_out_after_it(tmp_path: Path) -> None:
+    """Every message fails for a while (the receiver is down), then the receiver is back:
+    nothing was set aside, every update is delivered once."""
+    down = {"left": 40}
+
+    def reply(_: object) -> Reply | None:
+        if down["left"] > 0:
+            down["left"] -= 1
+            return Reply(503, body=b"unavailable")
+        return None
+
+    sent = some_incidents(runs=5, per_run=1)
+    delivery = {"max_attempts": 3, "backoff_initial": 0.02, "retry_spooled_after": 0.3}
+    with RecordingReceiver(reply_for=reply) as rx:
+        cfg = config(rx.url, delivery=delivery)
+        d = Dispatcher(cfg, state_dir=tmp_path, rng=random.Random(4))
+        for inc in sent:
+            d.send(inc)
+        done = rx.wait_for(lambda r: len(r.accepted()) == 5, timeout=30.0)
+        report = d.close(timeout=5.0)
+    assert done and down["left"] == 0
+    assert (report.delivered, report.set_aside, report.failed) == (5, 0, 0)
+    assert updates(rx) == Counter({(i.id, "firing"): 1 for i in sent})
+    assert _failed_records(tmp_path) == []

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from streamwatch.alerting.config import AlertingConfig, Receiver
 from streamwatch.alerting.decide import Decision, decide_update
-from streamwatch.alerting.delivery import Outbox, Outcome
+from streamwatch.alerting.delivery import Outbox, Outcome, ReceiverStatus
 from streamwatch.alerting.group import Batch, GroupBook, RepeatBook, split
 from streamwatch.alerting.inhibit import FiringSet
 from streamwatch.alerting.message import Message
@@ -56,10 +56,12 @@ class CloseReport:
     skipped: int = 0
     spooled: int = 0
     state_dir: str = ""
+    set_aside: int = 0
 
     def __str__(self) -> str:
+        aside = f", {self.set_aside} set aside" if self.set_aside else ""
         return (
-            f"alerts: {self.delivered} message(s) delivered, {self.failed} refused, "
+            f"alerts: {self.delivered} message(s) delivered, {self.failed} refused{aside}, "
             f"{self.skipped} skipped as sent before, {self.spooled} left in the spool "
             f"({self.state_dir})"
         )
@@ -231,11 +233,24 @@ class Dispatcher:
             f.close()
         counts = self.stats.outcomes
         report = CloseReport(
-            counts["delivered"], counts["failed"], counts["skipped"], left, str(self.state_dir)
+            counts["delivered"],
+            counts["failed"],
+            counts["skipped"],
+            left,
+            str(self.state_dir),
+            counts["set_aside"],
         )
         self._report = report
         log.info("%s", report)
         return report
+
+    def status(self) -> list[ReceiverStatus]:
+        """Per receiver: delivered, refused, set aside, pending, resting or not."""
+        return [outbox.status() for outbox in self.outboxes.values()]
+
+    def status_line(self) -> str:
+        """One line for a service's status log, e.g. ``alerts: slack: 12 delivered, ...``."""
+        return "alerts: " + "; ".join(str(s) for s in self.status())
 
     # -- the scheduler ----------------------------------------------------------------------
     def poll(self) -> None:

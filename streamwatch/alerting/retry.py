@@ -5,7 +5,8 @@ the elapsed time, with the random draw for the jitter passed in.
 - 429 and 5xx, timeouts, refused or reset connections: retried with exponential backoff and
   jitter, no sooner than the receiver's ``Retry-After`` (seconds or an HTTP date).
 - other 4xx (and 3xx: webhooks are not followed): final; recorded, never retried.
-- after ``max_attempts`` tries or ``max_retry_seconds``: kept in the spool, tried again later.
+- after ``max_attempts`` tries or ``max_retry_seconds``: exhausted (the outbox decides what
+  that means: set aside, or the receiver is down).
 
 >>> from streamwatch.alerting.config import DeliveryConfig
 >>> policy = DeliveryConfig(backoff_initial=1.0, backoff_multiplier=2.0, jitter=0.0)
@@ -56,7 +57,7 @@ class SendResult:
 
 @dataclass(frozen=True, slots=True)
 class RetryPlan:
-    action: Literal["delivered", "retry", "fail", "spool"]
+    action: Literal["delivered", "retry", "fail", "exhausted"]
     delay: float
     reason: str
 
@@ -96,8 +97,8 @@ def plan_retry(
         delay = max(delay, min(result.retry_after, policy.max_retry_after))
     if attempt >= policy.max_attempts:
         why = f"gave up after {attempt} attempt(s): {result.reason}"
-        return RetryPlan("spool", delay, why)
+        return RetryPlan("exhausted", delay, why)
     if elapsed + delay > policy.max_retry_seconds:
         why = f"gave up after {elapsed:.2f} s ({result.reason}; next try in {delay:.2f} s)"
-        return RetryPlan("spool", delay, why)
+        return RetryPlan("exhausted", delay, why)
     return RetryPlan("retry", delay, f"{result.reason}; retry in {delay:.2f} s")

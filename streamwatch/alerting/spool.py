@@ -5,8 +5,9 @@
   everything in it is done, and on start, when what is left is delivered again.
 - ``sent.jsonl``: ids of delivered messages (the last ``sent_log_keep``), so that a restarted
   service never sends the same message twice.
-- ``failed.jsonl``: messages a receiver refused for good (a 4xx other than 429), with the
-  HTTP status and the redacted reason.
+- ``failed.jsonl``: messages a receiver refused for good (a 4xx other than 429), or set aside
+  after their retries while the receiver took other messages, each with the HTTP status and
+  the redacted reason; a message is written there once.
 - ``intake.jsonl``: incident updates that arrived while the in-memory intake was full.
 
 A line cut short by a crash is skipped (and said so) when the file is read back.
@@ -143,7 +144,7 @@ class SentLog(_AppendFile):
 
 
 class FailedLog(_AppendFile):
-    """Messages refused for good, with the status and redacted reason."""
+    """Messages refused for good or set aside, with the status and redacted reason."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
