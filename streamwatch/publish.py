@@ -5,8 +5,11 @@ into one event of the contract (``{"run_id", "step", "ts", "metrics", "source", 
 serializes it and appends it to a bounded in-memory buffer; that is all it does in the
 caller's thread, so it neither blocks nor raises. A background thread owns the Kafka
 producer and sends the buffer, keyed by ``run_id``. While the broker is unreachable the
-buffer fills; once full, the oldest events are dropped (and counted) so that the newest are
-the ones sent when the broker comes back.
+buffer fills; once full, the oldest events are dropped so that the newest are the ones sent
+when the broker comes back. Every drop is counted with its reason (``stats.drops``) and
+logged, at most once a minute, with the counts and the broker's state (``stats.broker``:
+unreachable, not answering, connected...). A failed attempt to reach the broker closes what
+it opened: descriptors and threads stay flat whatever the broker does.
 
 >>> pub = Publisher("127.0.0.1:1", run_id="demo", host="node-0", rank=0)
 >>> pub.log({"actor/entropy": 0.42, "critic/score/mean": float("nan"), "note": "text"})
@@ -33,6 +36,7 @@ explicit ``close()``, does not send it: a run that died should be reported as st
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import math
@@ -42,9 +46,9 @@ import random
 import socket
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -75,7 +79,7 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 
 _log = logging.getLogger(__name__)
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=True).encode
-_LOG_EVERY_S = 60.0  # at most one warning a minute per publisher
+_LOG_EVERY_S = 60.0  # at most one warning a minute per publisher (and one about drops)
 _IDLE_S = 0.025  # how often the sending thread looks for new events
 _MAX_IN_FLIGHT = 1_000  # events handed to the Kafka client and not acknowledged yet
 _BACKOFF_FIRST_S = 0.1  # reconnection backoff: doubles up to _BACKOFF_MAX_S, with jitter
@@ -104,6 +108,14 @@ class PublisherStats:
     errors: int  #: exceptions caught: in log(), creating the Kafka client, sending
     buffered: int  #: events waiting in the buffer (at most ``max_buffer``)
     in_flight: int  #: events handed to the Kafka client, not acknowledged yet
+    #: why events were dropped: ``buffer_full``, ``refused`` (the broker or client said
+    #: no for good), ``unsent_at_close``, ``logged_after_close``; they add up to ``dropped``
+    drops: dict[str, int] = field(default_factory=dict)
+    #: the broker as last seen: ``connecting``, ``connected``, ``unreachable`` (nothing
+    #: takes a TCP connection), ``not_answering`` (TCP, but no Kafka answer in time),
+    #: ``no_client`` (kafka-python is missing)
+    broker: str = "connecting"
+    last_error: str = ""  #: the last error, as logged
 
 
 class Publisher:
@@ -115,6 +127,9 @@ class Publisher:
     broker is slow or away (plus at most 1,000 handed to the Kafka client). ``producer_config``
     is passed to ``kafka.KafkaProducer`` over :data:`PRODUCER_DEFAULTS` (security settings,
     ``acks``, compression, ...). ``clock`` gives each event's ``ts`` in unix seconds.
+    ``reconnect_backoff`` is the first and the longest wait between attempts to reach the
+    broker (doubling, with jitter); ``log_interval`` the least time between two warnings
+    (drops are logged on their own, with their counts by reason).
     """
 
     def __init__(
@@ -129,6 +144,8 @@ class Publisher:
         max_buffer: int = 10_000,
         producer_config: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.time,
+        reconnect_backoff: tuple[float, float] = (_BACKOFF_FIRST_S, _BACKOFF_MAX_S),
+        log_interval: float = _LOG_EVERY_S,
     ) -> None:
         if not isinstance(run_id, str) or not run_id:
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
@@ -148,6 +165,13 @@ class Publisher:
         self.rank = rank if rank is not None else _env_rank()
         self.tags = {str(k): str(v) for k, v in (tags or {}).items()}
         self.max_buffer = max_buffer
+        first, longest = reconnect_backoff
+        if not 0 < first <= longest:
+            raise ValueError(
+                f"reconnect_backoff must be 0 < first <= longest, got {reconnect_backoff}"
+            )
+        self._backoff = (float(first), float(longest))
+        self._log_interval = float(log_interval)
         self._producer_config = dict(producer_config or {})
         self._clock = clock
         self._key = run_id.encode()
@@ -167,6 +191,11 @@ class Publisher:
         self._next_step = 0
         self._last_step: int | None = None
         self._logged = self._sent = self._dropped = self._bad = self._errors = 0
+        self._drops: Counter[str] = Counter()
+        self._broker = "connecting"
+        self._last_error = ""
+        self._drops_logged = 0  # dropped, as of the last warning about drops
+        self._next_drop_warning = 0.0
         self._closed = False
         self._final = False  # the sending thread has given up what is left
         self._deadline = 0.0  # close(): the thread must be done by then (monotonic)
@@ -251,12 +280,12 @@ class Publisher:
         with self._lock:
             self._logged += 1
             if self._closed and not force:
-                self._dropped += 1
+                self._drop("logged_after_close")
                 return
             queue = self._queue
             if len(queue) >= self.max_buffer:
                 queue.popleft()
-                self._dropped += 1
+                self._drop("buffer_full")
             self._seq += 1
             queue.append((self._seq, payload))
 
@@ -272,7 +301,16 @@ class Publisher:
                 errors=self._errors,
                 buffered=len(self._queue) + len(self._failed),
                 in_flight=len(self._in_flight),
+                drops=dict(self._drops),
+                broker=self._broker,
+                last_error=self._last_error,
             )
+
+    def _drop(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` dropped events (the caller holds the lock)."""
+        if n > 0:
+            self._dropped += n
+            self._drops[reason] += n
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every event logged so far is acknowledged; False if time ran out.
@@ -348,6 +386,7 @@ class Publisher:
             try:
                 import kafka  # here, not at module level: keeps the import cheap and optional
             except ImportError as exc:
+                self._broker = "no_client"
                 self._error("kafka-python is not importable, nothing will be sent: %s", exc)
                 self._stop.wait()
                 return
@@ -356,12 +395,15 @@ class Publisher:
             self._error("the sending thread failed: %s: %s", type(exc).__name__, exc)
         finally:
             self._shut(producer)
+            self._report_drops(final=True)
 
     def _serve(self, kafka: Any) -> Any:
         """Send until close(), then until its deadline; return the producer (or None)."""
         producer: Any = None
-        backoff = _BACKOFF_FIRST_S
+        first, longest = self._backoff
+        backoff = first
         while True:
+            self._report_drops()
             stopping = self._stop.is_set()
             if stopping and (self._drained() or self._time_left() <= 0):
                 return producer
@@ -369,10 +411,10 @@ class Publisher:
                 producer = self._connect(kafka)
                 if producer is None:
                     wait = backoff * random.uniform(0.5, 1.0)
-                    backoff = min(backoff * 2, _BACKOFF_MAX_S)
+                    backoff = min(backoff * 2, longest)
                     self._pause(wait)
                     continue
-                backoff = _BACKOFF_FIRST_S
+                backoff = first
             progressed = self._send_some(producer)
             if not progressed:
                 self._pause(_IDLE_S if not stopping else 0.005)
@@ -393,17 +435,35 @@ class Publisher:
 
     def _connect(self, kafka: Any) -> Any:
         if not self._reachable():
+            self._broker = "unreachable"
             self._warn("no broker reachable at %s; buffering", ",".join(self._servers))
             return None
         config: dict[str, Any] = {**PRODUCER_DEFAULTS, **self._producer_config}
         config["bootstrap_servers"] = self._servers
         if self._stop.is_set() and "bootstrap_timeout_ms" not in self._producer_config:
             config["bootstrap_timeout_ms"] = max(int(self._time_left() * 1000), 1)
+        created: list[Any] = []
+        make_client = (
+            config.get("kafka_client") or kafka.KafkaProducer.DEFAULT_CONFIG["kafka_client"]
+        )
+
+        def client(**kwargs: Any) -> Any:
+            made = make_client(**kwargs)
+            created.append(made)
+            return made
+
+        config["kafka_client"] = client
         try:
             producer = kafka.KafkaProducer(**config)
         except Exception as exc:
+            # kafka-python leaves the client of a failed start open (its sockets, selector
+            # and wake-up pipe): close it here, or every failed bootstrap leaks them
+            for made in created:
+                _close_quietly(made)
+            self._broker = "not_answering"
             self._error("cannot create the Kafka producer: %s: %s", type(exc).__name__, exc)
             return None
+        self._broker = "connected"
         # kafka-python's own exit handler closes the producer; ours must run first (LIFO) so
         # that what is buffered at exit is flushed before that.
         try:
@@ -458,7 +518,7 @@ class Publisher:
         with self._lock:  # (those no longer in flight were given up by close())
             rest = [item for item in rest if self._in_flight.pop(item[0], None) is not None]
             if rest and not getattr(exc, "retriable", False):
-                self._dropped += 1
+                self._drop("refused")
                 rest = rest[1:]
             self._requeue(rest)
         self._error("sending failed: %s: %s", type(exc).__name__, exc)
@@ -470,12 +530,12 @@ class Publisher:
         is not room for all of them the oldest of them are the ones dropped.
         """
         if self._final:
-            self._dropped += len(items)
+            self._drop("unsent_at_close", len(items))
             return
         items = sorted(items)
         room = max(self.max_buffer - len(self._queue), 0)
         if len(items) > room:
-            self._dropped += len(items) - room
+            self._drop("buffer_full", len(items) - room)
             items = items[len(items) - room :] if room else []
         self._queue.extendleft(reversed(items))
 
@@ -492,7 +552,7 @@ class Publisher:
             if getattr(exc, "retriable", False) and not self._final:
                 self._failed.append((seq, payload))
             else:
-                self._dropped += 1
+                self._drop("unsent_at_close" if self._final else "refused")
         self._error("an event was not delivered: %s: %s", type(exc).__name__, exc)
 
     def _shut(self, producer: Any) -> None:
@@ -509,32 +569,58 @@ class Publisher:
         """Count every event not acknowledged yet as dropped; later outcomes are ignored."""
         with self._lock:
             self._final = True
-            self._dropped += len(self._queue) + len(self._failed) + len(self._in_flight)
+            left = len(self._queue) + len(self._failed) + len(self._in_flight)
+            self._drop("unsent_at_close", left)
             self._queue.clear()
             self._failed.clear()
             self._in_flight.clear()
 
     # ------------------------------------------------------------------ reporting
 
+    def _report_drops(self, *, final: bool = False) -> None:
+        """Warn about events dropped since the last such warning, with their reasons; at
+        most once per ``log_interval``, and once more when the thread ends."""
+        now = time.monotonic()
+        with self._lock:
+            new = self._dropped - self._drops_logged
+            if new <= 0 or (now < self._next_drop_warning and not final):
+                return
+            self._drops_logged = self._dropped
+            self._next_drop_warning = now + self._log_interval
+            total, reasons, broker = self._dropped, dict(self._drops), self._broker
+        why = ", ".join(f"{reason}: {n}" for reason, n in sorted(reasons.items()))
+        self._say(
+            "dropped %d event(s) since the last report, %d in all (%s); broker %s",
+            new,
+            total,
+            why,
+            broker,
+        )
+
     def _error(self, message: str, *args: object) -> None:
         with self._lock:
             self._errors += 1
+            try:
+                self._last_error = message % args
+            except Exception:
+                self._last_error = message
         self._warn(message, *args)
 
     def _warn(self, message: str, *args: object) -> None:
-        """Log at most one warning a minute; say how many were held back meanwhile."""
+        """Log at most one warning per ``log_interval``; say how many were held back."""
         now = time.monotonic()
         with self._lock:
             if now < self._next_warning:
                 self._suppressed += 1
                 return
-            self._next_warning = now + _LOG_EVERY_S
+            self._next_warning = now + self._log_interval
             suppressed, self._suppressed = self._suppressed, 0
-        try:
-            more = f" ({suppressed} similar messages suppressed)" if suppressed else ""
-            _log.warning("streamwatch publisher for run %r: " + message + more, self.run_id, *args)
-        except Exception:
-            pass  # logging must not break the caller either
+        more = f" ({suppressed} similar messages suppressed)" if suppressed else ""
+        self._say(message + more, *args)
+
+    def _say(self, message: str, *args: object) -> None:
+        with contextlib.suppress(Exception):  # logging must not break the caller either
+            _log.warning("streamwatch publisher for run %r: " + message, self.run_id, *args)
 
 
 def _close_producer(producer: Any, deadline: float, *, abandon: bool) -> None:
@@ -555,6 +641,11 @@ def _close_producer(producer: Any, deadline: float, *, abandon: bool) -> None:
         sender.force_close()
         sender.join(max(deadline - time.monotonic(), 0.05))
     producer.close(timeout=0)
+
+
+def _close_quietly(client: Any) -> None:
+    with contextlib.suppress(Exception):
+        client.close()
 
 
 def _tail(source: dict[str, Any], tags: dict[str, str]) -> str:

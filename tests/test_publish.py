@@ -211,6 +211,7 @@ def test_close_returns_within_its_timeout_without_a_broker(nowhere: str) -> None
     pub.log({"loss": 0.5})  # after close: ignored, counted
     pub.close()  # again: nothing to do
     assert pub.stats.dropped == 102
+    assert pub.stats.drops == {"unsent_at_close": 101, "logged_after_close": 1}
 
 
 def test_without_kafka_python_events_are_counted_not_sent(
@@ -222,6 +223,94 @@ def test_without_kafka_python_events_are_counted_not_sent(
     pub.close(timeout=1.0)
     stats = pub.stats
     assert (stats.logged, stats.sent, stats.dropped, stats.errors) == (2, 0, 2, 1)
+    assert stats.broker == "no_client" and "kafka-python" in stats.last_error
+
+
+def test_drops_are_counted_by_reason_and_logged_with_their_counts(
+    nowhere: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    pub = Publisher(nowhere, "run-full", max_buffer=10, log_interval=3600.0)
+    for step in range(25):
+        pub.log({"loss": 1.0}, step=step)
+    stats = pub.stats
+    assert stats.drops == {"buffer_full": 15} and stats.dropped == 15
+    with caplog.at_level("WARNING", logger="streamwatch.publish"):
+        pub.close(timeout=0.5)
+    stats = pub.stats
+    # the finished marker pushed one more out of the full buffer; the 10 left went unsent
+    assert stats.drops == {"buffer_full": 16, "unsent_at_close": 10}
+    assert sum(stats.drops.values()) == stats.dropped == 26
+    assert stats.broker == "unreachable"
+    drops = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert drops, "the drops were not logged"
+    assert "26 in all (buffer_full: 16, unsent_at_close: 10)" in drops[-1]
+    assert "broker unreachable" in drops[-1]
+
+
+BLACKHOLE = """
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(1024)
+print(s.getsockname()[1], flush=True)
+kept = []
+while True:
+    conn, _ = s.accept()  # take the connection, never say a word
+    kept.append(conn)
+    if len(kept) > 2000:
+        kept.pop(0).close()
+"""
+
+
+def open_fds() -> int:
+    return len(list(Path("/proc/self/fd").iterdir()))
+
+
+@pytest.mark.slow
+@KAFKA_WARNINGS
+def test_a_blackhole_broker_leaks_no_descriptors_and_no_threads() -> None:
+    """A TCP server that accepts and never speaks Kafka (a load balancer in front of a dead
+    broker): the publisher retries many times, and its descriptors and threads stay flat."""
+    import threading
+
+    hole = subprocess.Popen([sys.executable, "-c", BLACKHOLE], stdout=subprocess.PIPE, text=True)
+    try:
+        assert hole.stdout is not None
+        port = int(hole.stdout.readline())
+        fds_before, threads_before = open_fds(), threading.active_count()
+        pub = Publisher(
+            f"127.0.0.1:{port}",
+            "run-blackhole",
+            max_buffer=100,
+            reconnect_backoff=(0.01, 0.05),
+            producer_config={"bootstrap_timeout_ms": 200, "max_block_ms": 200},
+        )
+        fds, threads = [], []
+        deadline = time.monotonic() + 60.0
+        step = 0
+        while time.monotonic() < deadline:
+            pub.log({"loss": 1.0}, step=step)
+            step += 1
+            time.sleep(0.1)
+            fds.append(open_fds())
+            threads.append(threading.active_count())
+        stats = pub.stats
+        pub.close(timeout=1.0)
+    finally:
+        hole.kill()
+        hole.wait()
+        if hole.stdout is not None:
+            hole.stdout.close()
+    print(f"fds {fds_before} -> max {max(fds)}, threads {threads_before} -> max {max(threads)}")
+    print(f"failed starts {stats.errors}, stats {stats}")
+    assert stats.errors >= 50, f"only {stats.errors} failed starts: the loop did not spin"
+    assert stats.broker == "not_answering" and "bootstrap" in stats.last_error
+    assert stats.drops.get("buffer_full", 0) > 0 and stats.sent == 0
+    # the Kafka client of a start in progress holds a few descriptors: a small ceiling, flat
+    assert max(fds) <= fds_before + 12, f"descriptors grew: {fds_before} -> max {max(fds)}"
+    assert max(fds[len(fds) // 2 :]) <= max(fds[: len(fds) // 2]) + 2
+    assert max(threads) <= threads_before + 2
+    assert open_fds() <= fds_before + 1 and threading.active_count() <= threads_before
 
 
 # ---------------------------------------------------------------------- with the broker
