@@ -18,6 +18,8 @@ names where it came from, the run, the metric, the step and the value.
 {'loss': nan}
 >>> problems[0].reason
 "metric 'x' value 'a' is not a number"
+>>> decode_event({"run_id": "r", "step": True, "metrics": {"loss": 1.0}})[1][0].reason
+"'step' true is a boolean, not a step number"
 """
 
 from __future__ import annotations
@@ -223,7 +225,10 @@ def decode_event(
         data["run_id"] = run_id
     rid = data.get("run_id") if isinstance(data.get("run_id"), str) else None
     raw_step = data.get("step")
-    step = raw_step if isinstance(raw_step, int) and not isinstance(raw_step, bool) else None
+    if isinstance(raw_step, bool):  # JSON true/false: pydantic would read it as step 1/0
+        why = f"'step' {str(raw_step).lower()} is a boolean, not a step number"
+        return None, [Problem(origin, why, rid)]
+    step = raw_step if isinstance(raw_step, int) else None
     if "metrics" not in data and "name" in data:
         if "value" not in data:
             name = _short(data["name"])

@@ -158,7 +158,7 @@ class IncidentBook:
             onset_step=onset,
             ts=ts,
             message=finding.message,
-            evidence=_round_floats(finding.evidence),
+            evidence=_copy(finding.evidence),
             remedies=list(self.remedies.get(finding.kind.value, [])),
         )
         self.open[fid] = _Open(incident)
@@ -207,14 +207,8 @@ class IncidentBook:
         return fid
 
 
-def _round_floats(evidence: dict[str, Any]) -> dict[str, Any]:
-    """Evidence numbers to 6 significant digits: readable, and stable across platforms."""
-    out: dict[str, Any] = {}
-    for key, value in evidence.items():
-        if isinstance(value, float):
-            out[key] = float(f"{value:.6g}")
-        elif isinstance(value, dict):
-            out[key] = _round_floats(value)
-        else:
-            out[key] = value
-    return out
+def _copy(evidence: dict[str, Any]) -> dict[str, Any]:
+    """The evidence as the check gave it, nested objects copied. Numbers keep their full
+    precision (a timestamp rounded to 6 digits is off by hours); what shows them to a
+    person rounds them (``format_value``, the console and report formats)."""
+    return {k: _copy(v) if isinstance(v, dict) else v for k, v in evidence.items()}
