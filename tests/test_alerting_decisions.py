@@ -47,6 +47,7 @@ MODULES = [
     "decide",
     "group",
     "inhibit",
+    "notify.proxy",
     "lanes",
     "redact",
     "retry",

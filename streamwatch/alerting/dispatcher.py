@@ -25,6 +25,7 @@ from streamwatch.alerting.group import Batch, GroupBook, RepeatBook, split
 from streamwatch.alerting.inhibit import FiringSet
 from streamwatch.alerting.message import Message
 from streamwatch.alerting.notify.http import HttpPoster, Notifier, Poster
+from streamwatch.alerting.notify.proxy import describe
 from streamwatch.alerting.notify.slack import SlackNotifier
 from streamwatch.alerting.notify.webhook import WebhookNotifier
 from streamwatch.alerting.redact import Redactor, safe_url
@@ -161,11 +162,23 @@ class Dispatcher:
         redact = _redactor(receiver)
         timeout = receiver.timeout or self.config.delivery.timeout
         url = receiver.url.get_secret_value()
-        log.info("alerting: receiver %s (%s) -> %s", receiver.name, receiver.type, safe_url(url))
+        if poster is None:
+            http = HttpPoster(url, timeout=timeout, redactor=redact, clock=self._dclock)
+            via = describe(http.proxy)
+            poster = http
+        else:
+            via = "a custom poster"
+        log.info(
+            "alerting: receiver %s (%s) -> %s (%s)",
+            receiver.name,
+            receiver.type,
+            safe_url(url),
+            via,
+        )
         return Outbox(
             receiver.name,
             _notifier(receiver, self.config),
-            poster or HttpPoster(url, timeout=timeout, redactor=redact, clock=self._dclock),
+            poster,
             spool=Spool(self.state_dir / "spool" / f"{receiver.name}.jsonl"),
             sent=self._sent,
             failed=self._failed,

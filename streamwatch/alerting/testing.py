@@ -1,5 +1,6 @@
-"""Test kit for alerting: an incident builder, a scriptable HTTP receiver, a listener that
-never answers, and a port where nothing listens.
+"""Test kit for alerting: an incident builder, a scriptable HTTP(S) receiver, a listener
+that never answers, a port where nothing listens, and an HTTP proxy (CONNECT tunnels and
+forwarded requests) that records what went through it.
 
 >>> with RecordingReceiver([Reply(500)]) as rx:
 ...     codes = [post(rx.url, b"{}") for _ in range(2)]
@@ -11,18 +12,23 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
+import socketserver
+import ssl
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit
 
 from streamwatch.clock import SystemClock
 from streamwatch.incidents import Incident, Severity, Status, fingerprint
 
 __all__ = [
+    "ForwardProxy",
     "Received",
     "RecordingReceiver",
     "Reply",
@@ -73,8 +79,6 @@ def free_port() -> int:
 
 def post(url: str, body: bytes, timeout: float = 5.0) -> int:
     """POST a body to an http:// URL; the status code."""
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=timeout)
     try:
@@ -124,6 +128,7 @@ class RecordingReceiver:
         path: str = "/hook",
         port: int = 0,
         reply_for: Callable[[Received], Reply | None] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._script = list(script)
         self._default = default or Reply()
@@ -134,6 +139,9 @@ class RecordingReceiver:
         self._release = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
+        self._tls = tls
+        if tls is not None:  # an https:// receiver (a server-side context with its cert)
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
@@ -143,7 +151,8 @@ class RecordingReceiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}{self.path}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}{self.path}"
 
     def accepted(self) -> list[Received]:
         """Requests answered with a 2xx."""
@@ -235,3 +244,111 @@ class SilentListener:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Proxied:
+    """One request the proxy saw: ``CONNECT host:port`` or a forwarded ``POST http://...``."""
+
+    method: str
+    target: str
+    authorization: str | None
+
+
+class ForwardProxy:
+    """An HTTP proxy on 127.0.0.1: tunnels ``CONNECT`` and forwards absolute-form requests,
+    recording each in :attr:`seen`. With ``credentials`` ("user:pw"), a request without the
+    matching ``Proxy-Authorization: Basic`` gets 407."""
+
+    def __init__(self, credentials: str | None = None) -> None:
+        import base64
+
+        self.seen: list[Proxied] = []
+        self._lock = threading.Lock()
+        self._auth = None
+        if credentials is not None:
+            self._auth = "Basic " + base64.b64encode(credentials.encode()).decode()
+        owner = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                owner._handle(self)
+
+        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def _handle(self, h: socketserver.StreamRequestHandler) -> None:
+        line = h.rfile.readline(65536).decode("latin-1").strip()
+        if not line:
+            return
+        method, target, _ = line.split(" ", 2)
+        headers: list[tuple[str, str]] = []
+        while (raw := h.rfile.readline(65536)) not in (b"\r\n", b"\n", b""):
+            name, _, value = raw.decode("latin-1").partition(":")
+            headers.append((name.strip(), value.strip()))
+        auth = next((v for k, v in headers if k.lower() == "proxy-authorization"), None)
+        with self._lock:
+            self.seen.append(Proxied(method, target, auth))
+        if self._auth is not None and auth != self._auth:
+            h.wfile.write(
+                b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n"
+            )
+            return
+        if method == "CONNECT":
+            host, _, port = target.rpartition(":")
+            with socket.create_connection((host, int(port)), timeout=10) as upstream:
+                h.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                h.wfile.flush()
+                _pipe(h.connection, upstream)
+            return
+        parts = urlsplit(target)  # a forwarded request: absolute form
+        length = int(next((v for k, v in headers if k.lower() == "content-length"), "0"))
+        body = h.rfile.read(length)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        kept = {k: v for k, v in headers if not k.lower().startswith("proxy-")}
+        conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+        try:
+            conn.request(method, path, body=body, headers=kept)
+            resp = conn.getresponse()
+            data = resp.read()
+            h.wfile.write(f"HTTP/1.1 {resp.status} {resp.reason}\r\n".encode())
+            for k, v in resp.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    h.wfile.write(f"{k}: {v}\r\n".encode("latin-1"))
+            h.wfile.write(f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode())
+            h.wfile.write(data)
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> ForwardProxy:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _pipe(a: socket.socket, b: socket.socket) -> None:
+    """Copy bytes both ways until one side closes."""
+    while True:
+        ready, _, _ = select.select([a, b], [], [], 10.0)
+        if not ready:
+            return
+        for src in ready:
+            dst = b if src is a else a
+            data = src.recv(65536)
+            if not data:
+                return
+            dst.sendall(data)

@@ -1,7 +1,9 @@
 """Posting a payload: one HTTP request, classified as delivered, retryable or final.
 
 Nothing here lets the URL out: results and logs carry the receiver's name and, at most,
-the URL's scheme and host; error texts pass through the receiver's redactor.
+the URL's scheme and host; error texts pass through the receiver's redactor. A proxy named
+by the environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``: see
+:mod:`~streamwatch.alerting.notify.proxy`) is used for every receiver it applies to.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import socket
 import ssl
 import threading
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 from urllib.parse import urlsplit
 
 from streamwatch import __version__
 from streamwatch.alerting.message import Message
+from streamwatch.alerting.notify.proxy import Proxy, proxy_for
 from streamwatch.alerting.redact import Redactor
 from streamwatch.alerting.retry import SendResult, parse_retry_after
 from streamwatch.clock import Clock
@@ -55,14 +58,29 @@ def classify(status: int, body: bytes, retry_after: str | None, now: float) -> S
 
 
 class HttpPoster:
-    """POSTs to one URL; a new connection per request; :meth:`abort` cuts one in flight."""
+    """POSTs to one URL; a new connection per request; :meth:`abort` cuts one in flight.
 
-    def __init__(self, url: str, *, timeout: float, redactor: Redactor, clock: Clock) -> None:
+    ``proxy``: the HTTP proxy to go through; by default the one the environment names for
+    this URL (None there: direct)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float,
+        redactor: Redactor,
+        clock: Clock,
+        proxy: Proxy | Literal["environment"] | None = "environment",
+    ) -> None:
         parts = urlsplit(url)
         self._https = parts.scheme == "https"
         self._host = parts.hostname or ""
         self._port = parts.port
         self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.proxy = proxy_for(url) if proxy == "environment" else proxy
+        if self.proxy is not None and not self._https:  # a forwarded request: absolute form
+            netloc = self._host if self._port is None else f"{self._host}:{self._port}"
+            self._target = f"http://{netloc}{self._target}"
         self.timeout = timeout
         self.redact = redactor
         self.clock = clock
@@ -72,15 +90,21 @@ class HttpPoster:
         self._tls = ssl.create_default_context() if self._https else None
 
     def _connect(self) -> http.client.HTTPConnection:
-        if self._tls is not None:
-            return http.client.HTTPSConnection(
-                self._host, self._port, timeout=self.timeout, context=self._tls
-            )
-        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+        proxy = self.proxy
+        host, port = (self._host, self._port) if proxy is None else (proxy.host, proxy.port)
+        if self._tls is None:
+            return http.client.HTTPConnection(host, port, timeout=self.timeout)
+        conn = http.client.HTTPSConnection(host, port, timeout=self.timeout, context=self._tls)
+        if proxy is not None:  # TLS to the receiver inside a CONNECT tunnel
+            auth = {"Proxy-Authorization": proxy.authorization} if proxy.authorization else None
+            conn.set_tunnel(self._host, self._port or 443, headers=auth)
+        return conn
 
     def post(self, request: HttpRequest) -> SendResult:
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
         headers.update(request.headers)
+        if self.proxy is not None and self.proxy.authorization and self._tls is None:
+            headers["Proxy-Authorization"] = self.proxy.authorization
         conn = self._connect()
         with self._lock:
             if self._aborted:
