@@ -23,6 +23,7 @@ from streamwatch.alerting.decide import Decision, decide_update
 from streamwatch.alerting.delivery import Outbox, Outcome, ReceiverStatus
 from streamwatch.alerting.group import Batch, GroupBook, RepeatBook, split
 from streamwatch.alerting.inhibit import FiringSet
+from streamwatch.alerting.lock import StateLock
 from streamwatch.alerting.message import Message
 from streamwatch.alerting.notify.http import HttpPoster, Notifier, Poster
 from streamwatch.alerting.notify.proxy import describe
@@ -129,12 +130,25 @@ class Dispatcher:
         self.decisions: deque[DecisionRecord] = deque(maxlen=_KEEP_RECORDS)
         self.outcomes: deque[Outcome] = deque(maxlen=_KEEP_RECORDS)
         self.stats = DispatchStats()
+        self._rng = rng or random.Random()
 
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = StateLock(self.state_dir)  # raises StateDirInUse: one process a dir
+        try:
+            self._open_state(config, posters)
+        except BaseException:
+            self._lock.release()
+            raise
+        for outbox in self.outboxes.values():
+            outbox.start()
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(target=self._loop, name="alerts-dispatch", daemon=True)
+            self._thread.start()
+
+    def _open_state(self, config: AlertingConfig, posters: Mapping[str, Poster] | None) -> None:
         self._sent = SentLog(self.state_dir / "sent.jsonl", config.delivery.sent_log_keep)
         self._failed = FailedLog(self.state_dir / "failed.jsonl")
         self._spill = IncidentSpill(self.state_dir / "intake.jsonl")
-        self._rng = rng or random.Random()
         self.outboxes = {
             r.name: self._outbox(r, (posters or {}).get(r.name)) for r in config.receivers
         }
@@ -151,12 +165,6 @@ class Dispatcher:
         self._closed = False
         self._stopping = False
         self._report: CloseReport | None = None
-        for outbox in self.outboxes.values():
-            outbox.start()
-        self._thread: threading.Thread | None = None
-        if background:
-            self._thread = threading.Thread(target=self._loop, name="alerts-dispatch", daemon=True)
-            self._thread.start()
 
     def _outbox(self, receiver: Receiver, poster: Poster | None) -> Outbox:
         redact = _redactor(receiver)
@@ -244,6 +252,7 @@ class Dispatcher:
         left = sum(outbox.close(deadline) for outbox in self.outboxes.values())
         for f in (self._spill, self._sent, self._failed):
             f.close()
+        self._lock.release()
         counts = self.stats.outcomes
         report = CloseReport(
             counts["delivered"],
