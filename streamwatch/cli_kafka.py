@@ -2,7 +2,9 @@
 
 Every option also reads an environment variable ``STREAMWATCH_<OPTION>`` (``--bootstrap-servers``
 from ``STREAMWATCH_BOOTSTRAP_SERVERS``, ``--group`` from ``STREAMWATCH_GROUP``...); a flag on
-the command line wins. Importing this module does not import the Kafka client.
+the command line wins. The variables are read, and checked against the option's type and
+choices, only for the command that runs (:func:`apply_env`): a bad one names itself and
+stops only that command. Importing this module does not import the Kafka client.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from types import FrameType
 from typing import Any
 
 from streamwatch.alerting.cli import add_alert_args
+from streamwatch.config import EnvOption
 from streamwatch.sources import FORMATS
 
-__all__ = ["COMMANDS", "add_commands", "dispatch", "main"]
+__all__ = ["COMMANDS", "add_commands", "apply_env", "dispatch", "main"]
 
 COMMANDS = ("run", "publish", "record")
 EXIT_OK, EXIT_KAFKA, EXIT_USAGE = 0, 1, 2
@@ -40,21 +43,30 @@ def _opt(
     secret: bool = False,
     **kw: Any,
 ) -> None:
-    """An option whose default comes from its STREAMWATCH_* variable, then ``default``.
+    """An option whose default comes from its STREAMWATCH_* variable, then ``default``
+    (see :func:`apply_env`). ``--help`` shows the default, except for a secret."""
+    dest = flag.lstrip("-").replace("-", "_")
+    option = EnvOption(dest, kw.get("type", str), default, tuple(kw.get("choices", ())), secret)
+    shown = "" if secret or default is None else f"; default {default}"
+    p.add_argument(flag, default=None, help=f"{help} (env {option.variable}{shown})", **kw)
+    options = p.get_default("env_options")
+    if options is None:
+        options = []
+        p.set_defaults(env_options=options)
+    options.append(option)
 
-    ``--help`` shows the default in effect, except for a secret.
-    """
-    name = flag.lstrip("-")
-    env = _env(name)
-    kind = kw.get("type", str)
-    value = kind(env) if env is not None else default
-    shown = "" if secret or value is None else "; default %(default)s"
-    text = f"{help} (env STREAMWATCH_{_envname(name)}{shown})"
-    p.add_argument(flag, default=value, help=text, **kw)
 
+def apply_env(args: argparse.Namespace) -> None:
+    """Fill in the options not given on the command line: from their validated variables,
+    else their defaults. Raises :class:`~streamwatch.config.SettingsError` naming a bad
+    variable. Only the running command's options are read."""
+    from streamwatch.config import env_settings
 
-def _envname(name: str) -> str:
-    return name.upper().replace("-", "_")
+    options: list[EnvOption] = getattr(args, "env_options", None) or []
+    unset = [o for o in options if getattr(args, o.dest, None) is None]
+    values = env_settings(unset)
+    for o in unset:
+        setattr(args, o.dest, values.get(o.dest, o.default))
 
 
 def _connection_options(p: argparse.ArgumentParser) -> None:
@@ -228,6 +240,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
 
     _logging()
     try:
+        apply_env(args)
         if args.command == "run":
             return _run(args)
         if args.command == "publish":

@@ -15,18 +15,32 @@ A config file is TOML (``.toml``) or JSON::
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from streamwatch.alerting.config import AlertingConfig
 from streamwatch.incidents import KINDS, Severity
 from streamwatch.indicators import PRESETS
 
-__all__ = ["Config", "ConfigError", "EngineConfig", "load_config"]
+__all__ = [
+    "ENV_PREFIX",
+    "SECTIONS",
+    "Config",
+    "ConfigError",
+    "EngineConfig",
+    "EnvOption",
+    "SettingsError",
+    "env_settings",
+    "load_config",
+]
 
 
 class _Section(BaseModel):
@@ -236,12 +250,21 @@ class Config(_Section):
     alerting: AlertingConfig = AlertingConfig()
 
 
+#: The tables of a config file.
+SECTIONS = ("engine", "indicators", "alerting")
+
+
 class ConfigError(ValueError):
     """A config file that cannot be used; the message says which file and which key."""
 
 
-def load_config(path: str | Path | None) -> Config:
-    """Read and validate a config file (.toml or .json); None gives the defaults."""
+def load_config(path: str | Path | None, *, sections: tuple[str, ...] = SECTIONS) -> Config:
+    """Read and validate a config file (.toml or .json); None gives the defaults.
+
+    The one reader of config files. ``sections``: the tables the command uses; the others
+    keep their defaults and are not looked at, so that a mistake in the engine's table does
+    not stop ``streamwatch silence``. An unknown table is an error either way.
+    """
     if path is None:
         return Config()
     p = Path(path)
@@ -253,6 +276,11 @@ def load_config(path: str | Path | None) -> Config:
         data: Any = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{p}: not valid {p.suffix.lstrip('.') or 'JSON'}: {exc}") from exc
+    if isinstance(data, dict):
+        unknown = sorted(k for k in data if k not in SECTIONS)
+        if unknown:
+            raise ConfigError(f"{p}: unknown table(s) {unknown}; known: {list(SECTIONS)}")
+        data = {k: v for k, v in data.items() if k in sections}
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
@@ -261,3 +289,94 @@ def load_config(path: str | Path | None) -> Config:
             for e in exc.errors(include_url=False)
         ]
         raise ConfigError("\n".join(lines)) from exc
+
+
+# -- settings of a command from the environment ------------------------------------------
+
+#: Every command-line option's variable: ``--partitions`` reads ``STREAMWATCH_PARTITIONS``.
+ENV_PREFIX = "STREAMWATCH_"
+
+
+@dataclass(frozen=True, slots=True)
+class EnvOption:
+    """A command's option whose value may come from its ``STREAMWATCH_*`` variable."""
+
+    dest: str  # the option's name, ``bootstrap_servers`` for ``--bootstrap-servers``
+    kind: type[Any] = str  # int, float or str
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    secret: bool = False
+
+    @property
+    def variable(self) -> str:
+        return ENV_PREFIX + self.dest.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.dest.replace("_", "-")
+
+
+class SettingsError(ValueError):
+    """Settings from the environment that cannot be used; names each variable."""
+
+
+@functools.cache
+def _from_environment() -> type[BaseModel]:
+    """The base of a command's settings: read from ``STREAMWATCH_*`` (imported when a
+    command runs, not for ``--help``)."""
+    from pydantic_settings import BaseSettings, SettingsConfigDict
+
+    class FromEnvironment(BaseSettings):
+        model_config = SettingsConfigDict(
+            env_prefix=ENV_PREFIX, extra="ignore", frozen=True, hide_input_in_errors=True
+        )
+
+    return FromEnvironment
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return value
+
+    return check
+
+
+def env_settings(options: Sequence[EnvOption]) -> dict[str, Any]:
+    """The validated values of the options whose ``STREAMWATCH_*`` variable is set.
+
+    Only these options are read (those of the command being run), with the type and the
+    choices the command line has; one bad value raises :class:`SettingsError` naming the
+    variable, its value (unless secret) and the option it stands for.
+
+    >>> import os
+    >>> os.environ["STREAMWATCH_PARTITIONS"] = "abc"
+    >>> env_settings([EnvOption("partitions", int, 4)])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    streamwatch.config.SettingsError: STREAMWATCH_PARTITIONS='abc' (for --partitions): ...integer
+    >>> os.environ["STREAMWATCH_PARTITIONS"] = "8"
+    >>> env_settings([EnvOption("partitions", int, 4), EnvOption("topic")])
+    {'partitions': 8}
+    >>> del os.environ["STREAMWATCH_PARTITIONS"]
+    """
+    fields: dict[str, Any] = {}
+    for o in options:
+        kind: Any = Annotated[str, AfterValidator(_one_of(o.choices))] if o.choices else o.kind
+        fields[o.dest] = (kind | None, None)
+    model = create_model("CommandSettings", __base__=_from_environment(), **fields)
+    try:
+        values = model()
+    except ValidationError as exc:
+        by_dest = {o.dest: o for o in options}
+        raise SettingsError("\n".join(_env_problem(e, by_dest) for e in exc.errors())) from None
+    return {name: getattr(values, name) for name in values.model_fields_set}
+
+
+def _env_problem(error: Any, options: dict[str, EnvOption]) -> str:
+    o = options[str(error["loc"][0])]
+    raw = next((v for k, v in os.environ.items() if k.upper() == o.variable), "")
+    shown = "(secret)" if o.secret else repr(raw)
+    msg = str(error["msg"]).removeprefix("Value error, ")
+    return f"{o.variable}={shown} (for {o.flag}): {msg[:1].lower()}{msg[1:]}"

@@ -20,6 +20,7 @@ from streamwatch.alerting.cli import (
 from streamwatch.alerting.config import AlertingConfig, AlertingConfigError
 from streamwatch.alerting.silence import read_silences
 from streamwatch.alerting.testing import RecordingReceiver, Reply, incident
+from streamwatch.config import ConfigError
 
 
 def parser() -> argparse.ArgumentParser:
@@ -238,7 +239,7 @@ def test_test_route_fails_when_a_receiver_refuses(
         cfg = write_config(tmp_path / "c.toml", rx.url)
         assert run(["test-route", "--config", str(cfg), "--run", "grpo-1"]) == 1
     assert "failed after 1 attempt(s): final: HTTP 404 (no_service)" in capsys.readouterr().out
-    with pytest.raises(AlertingConfigError, match="cannot read config"):
+    with pytest.raises(ConfigError, match="cannot read config"):
         run(["test-route", "--config", str(tmp_path / "missing.toml")])
 
 

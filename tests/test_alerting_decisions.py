@@ -13,11 +13,9 @@ from pydantic import ValidationError
 
 from streamwatch.alerting.config import (
     AlertingConfig,
-    AlertingConfigError,
     DeliveryConfig,
     InhibitConfig,
     Route,
-    load_alerting_config,
 )
 from streamwatch.alerting.decide import decide_repeat, decide_update
 from streamwatch.alerting.group import GroupBook, RepeatBook, split
@@ -34,6 +32,7 @@ from streamwatch.alerting.silence import (
 )
 from streamwatch.alerting.testing import incident
 from streamwatch.clock import ManualClock
+from streamwatch.config import ConfigError, load_config
 from streamwatch.incidents import Incident
 
 
@@ -359,8 +358,8 @@ def test_config_validation_names_the_problem(tmp_path: Path) -> None:
         'url = "ftp://example.com/tok3n-abcdef"\n',
         encoding="utf-8",
     )
-    with pytest.raises(AlertingConfigError) as info:
-        load_alerting_config(path)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
     text = str(info.value)
     assert "alerting.group_max" in text and "http:// or https://" in text
     assert "tok3n" not in text
@@ -374,7 +373,7 @@ def test_default_route_and_state_paths() -> None:
     assert route.receivers == ("a",) and route.min_severity.value == "warning"
     assert cfg.silences_path() == Path(".streamwatch/alerts/silences.json")
     assert AlertingConfig().effective_routes() == ()
-    assert load_alerting_config(None) == AlertingConfig()
+    assert load_config(None).alerting == AlertingConfig()
 
 
 def test_the_config_module_imports_only_the_incident_model() -> None:

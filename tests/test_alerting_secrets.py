@@ -107,7 +107,7 @@ def test_no_secret_leaks_anywhere(
 def test_receiver_secrets_can_come_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from streamwatch.alerting.config import load_alerting_config
+    from streamwatch.config import ConfigError, load_config
 
     path = tmp_path / "streamwatch.toml"
     path.write_text(
@@ -117,12 +117,12 @@ def test_receiver_secrets_can_come_from_the_environment(
     )
     monkeypatch.setenv("HOOK_URL", f"https://alerts.example.com/{TOKEN}")
     monkeypatch.setenv("HOOK_SECRET", SECRET)
-    (receiver,) = load_alerting_config(path).receivers
+    (receiver,) = load_config(path).alerting.receivers
     assert receiver.url.get_secret_value() == f"https://alerts.example.com/{TOKEN}"
     assert receiver.secret is not None and receiver.secret.get_secret_value() == SECRET
 
     monkeypatch.delenv("HOOK_SECRET")
-    with pytest.raises(AlertingConfigError) as err:
-        load_alerting_config(path)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
     assert "environment variable HOOK_SECRET is not set" in str(err.value)
     assert _leaks(str(err.value)) == []

@@ -1104,7 +1104,7 @@ def test_publish_keeps_the_original_gaps_divided_by_speed() -> None:
 def test_every_run_option_reads_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
-    from streamwatch.cli_kafka import add_commands, dispatch
+    from streamwatch.cli_kafka import add_commands, apply_env, dispatch
 
     monkeypatch.setenv("STREAMWATCH_BOOTSTRAP_SERVERS", "broker:9092")
     monkeypatch.setenv("STREAMWATCH_GROUP", "team-a")
@@ -1112,6 +1112,7 @@ def test_every_run_option_reads_its_environment_variable(monkeypatch: pytest.Mon
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["run", "--topic", "t"])
+    apply_env(args)  # what dispatch() does first: the running command's variables only
     assert (args.bootstrap_servers, args.group, args.tick_seconds, args.topic) == (
         "broker:9092",
         "team-a",

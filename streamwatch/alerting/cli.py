@@ -20,13 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from streamwatch.alerting.config import (
-    AlertingConfig,
-    AlertingConfigError,
-    Receiver,
-    Route,
-    load_alerting_config,
-)
+from streamwatch.alerting.config import AlertingConfig, AlertingConfigError, Receiver, Route
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.silence import add_silence, expire_silence, parse_duration, read_silences
 from streamwatch.clock import SystemClock
@@ -145,6 +139,13 @@ def build_dispatcher(
     return Dispatcher(config)
 
 
+def _alerting(path: str | None) -> AlertingConfig:
+    """The alerting table of a config file (only that table is read)."""
+    from streamwatch.config import load_config
+
+    return load_config(path, sections=("alerting",)).alerting
+
+
 # -- streamwatch silence ------------------------------------------------------------------
 
 
@@ -160,7 +161,7 @@ def silences_path(args: argparse.Namespace, env: Mapping[str, str] | None = None
     """--silences-file, else the config's silences_file, else <state dir>/silences.json."""
     if getattr(args, "silences_file", None):
         return Path(args.silences_file)
-    config = load_alerting_config(getattr(args, "config", None))
+    config = _alerting(getattr(args, "config", None))
     env = os.environ if env is None else env
     state_dir = getattr(args, "alert_state_dir", None) or env.get(ENV_STATE_DIR)
     if config.silences_file is None and state_dir:
@@ -244,5 +245,5 @@ def add_test_route_command(subparsers: Any) -> None:
 def run_test_route(args: argparse.Namespace) -> int:
     from streamwatch.alerting.route_check import check_routes
 
-    config = alerting_from_args(args, load_alerting_config(args.config))
+    config = alerting_from_args(args, _alerting(args.config))
     return check_routes(config, args, out=sys.stdout)

@@ -1,6 +1,7 @@
 """Alerting configuration: receivers, routes, grouping, silences, delivery, templates.
 
-The ``[alerting]`` table of a streamwatch config file (TOML or JSON). Secrets (webhook URLs,
+The ``[alerting]`` table of a streamwatch config file (TOML or JSON), read with the other
+tables by :func:`streamwatch.config.load_config`. Secrets (webhook URLs,
 signing secrets) are :class:`~pydantic.SecretStr`: they print as ``**********`` and validation
 errors never echo them. This module imports nothing from streamwatch but the incident model.
 
@@ -36,13 +37,11 @@ An example::
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import string
-import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -50,7 +49,6 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -67,7 +65,6 @@ __all__ = [
     "Route",
     "Templates",
     "check_url",
-    "load_alerting_config",
 ]
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -257,28 +254,4 @@ class AlertingConfig(_Section):
 
 
 class AlertingConfigError(ValueError):
-    """A config file whose alerting section cannot be used; says which file and key."""
-
-
-def load_alerting_config(path: str | Path | None) -> AlertingConfig:
-    """The ``alerting`` table of a config file (.toml or .json); None gives the defaults."""
-    if path is None:
-        return AlertingConfig()
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise AlertingConfigError(f"{p}: cannot read config: {exc.strerror}") from exc
-    try:
-        data: Any = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise AlertingConfigError(f"{p}: not valid {p.suffix.lstrip('.') or 'JSON'}") from exc
-    section = data.get("alerting", {}) if isinstance(data, dict) else None
-    try:
-        return AlertingConfig.model_validate(section)
-    except ValidationError as exc:
-        lines = [
-            f"{p}: alerting.{'.'.join(str(x) for x in e['loc'])}: {e['msg']}".replace(".:", ":")
-            for e in exc.errors(include_url=False, include_input=False)
-        ]
-        raise AlertingConfigError("\n".join(lines)) from None
+    """Alerting settings (from the command line or the environment) that cannot be used."""
