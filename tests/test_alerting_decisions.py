@@ -17,7 +17,7 @@ from streamwatch.alerting.config import (
     InhibitConfig,
     Route,
 )
-from streamwatch.alerting.decide import decide_repeat, decide_update
+from streamwatch.alerting.decide import Reason, decide_repeat, decide_update
 from streamwatch.alerting.group import GroupBook, RepeatBook, split
 from streamwatch.alerting.inhibit import FiringSet, inhibited_by
 from streamwatch.alerting.retry import SendResult, backoff_delay, parse_retry_after, plan_retry
@@ -80,13 +80,18 @@ def test_routes_match_run_glob_kind_indicator_and_minimum_severity() -> None:
     assert match_route(good, route).notify
     assert match_route(replace(good, severity="critical"), route).notify
     cases = {
-        "run_id ppo-1 does not match grpo-*": replace(good, run_id="ppo-1"),
-        "kind metric_spike not in ['entropy_collapse']": replace(good, kind="metric_spike"),
-        "indicator loss does not match ent*": replace(good, indicator="loss"),
-        "severity info < warning": replace(good, severity="info"),
+        ("run_id_mismatch", "run_id ppo-1 does not match grpo-*"): replace(good, run_id="ppo-1"),
+        ("kind_mismatch", "kind metric_spike not in ['entropy_collapse']"): replace(
+            good, kind="metric_spike"
+        ),
+        ("indicator_mismatch", "indicator loss does not match ent*"): replace(
+            good, indicator="loss"
+        ),
+        ("severity_below", "severity info < warning"): replace(good, severity="info"),
     }
-    for reason, inc in cases.items():
-        assert match_route(inc, route).reason == reason
+    for (reason, detail), inc in cases.items():
+        decision = match_route(inc, route)
+        assert (decision.reason, decision.detail) == (Reason(reason), detail)
 
 
 def test_first_matching_route_wins_unless_continue() -> None:
@@ -102,7 +107,8 @@ def test_first_matching_route_wins_unless_continue() -> None:
     other = incident("ppo-1")
     assert receivers_for(other, routes) == [(2, "archive")]
     hits = explain_routes(warn, routes)
-    assert [h.decision.reason for h in hits][2] == "not reached: an earlier route won"
+    assert [h.decision.reason for h in hits][2] is Reason.NOT_REACHED
+    assert str(hits[2].decision) == "not reached: an earlier route won"
 
 
 # -- silences -----------------------------------------------------------------------------
@@ -219,26 +225,38 @@ def test_decide_update_names_its_reason() -> None:
         }
         args.update(kw)
         d = decide_update(inc, **args)  # type: ignore[arg-type]
-        return ("notify: " if d.notify else "mute: ") + d.reason
+        return f"{'notify' if d.notify else 'mute'} {d.reason.value}: {d.detail}"
 
-    assert decide(firing) == "notify: firing: new"
-    assert decide(firing, firing_notified=True) == "notify: firing: severity changed"
-    assert decide(firing, silences=[silence]) == "mute: silenced by s1"
-    assert decide(firing, silences=[silence], now=100.0) == "notify: firing: new"
-    assert decide(firing, run_firing=[stalled]).startswith("mute: inhibited by run_stalled")
-    assert decide(resolved) == "mute: resolved, but its firing notice was never sent"
-    assert decide(resolved, firing_notified=True) == "notify: resolved after a firing notice"
+    assert decide(firing) == "notify firing_new: firing: new"
+    assert decide(firing, firing_notified=True) == (
+        "notify severity_changed: firing: severity changed"
+    )
+    assert decide(firing, silences=[silence]) == "mute silenced: silenced by s1"
+    assert decide(firing, silences=[silence], now=100.0) == "notify firing_new: firing: new"
+    assert decide(firing, run_firing=[stalled]).startswith(
+        "mute inhibited: inhibited by run_stalled"
+    )
+    assert decide(resolved) == (
+        "mute resolved_not_notified: resolved, but its firing notice was never sent"
+    )
+    assert decide(resolved, firing_notified=True) == (
+        "notify resolved: resolved after a firing notice"
+    )
     assert decide(resolved, firing_notified=True, run_firing=[stalled]).startswith("notify")
     assert decide(resolved, firing_notified=True, send_resolved=False) == (
-        "mute: resolved notices are off for this receiver"
+        "mute resolved_off: resolved notices are off for this receiver"
     )
-    assert decide(resolved, firing_notified=True, silences=[silence]) == "mute: silenced by s1"
+    assert decide(resolved, firing_notified=True, silences=[silence]) == (
+        "mute silenced: silenced by s1"
+    )
 
 
 def test_decide_repeat() -> None:
     assert decide_repeat(0.0, 3599.0, 3600.0).notify is False
     assert decide_repeat(0.0, 3600.0, 3600.0).notify is True
-    assert decide_repeat(0.0, 1e9, 0.0).reason == "reminders are off (repeat_interval = 0)"
+    off = decide_repeat(0.0, 1e9, 0.0)
+    assert off.reason is Reason.REMINDERS_OFF
+    assert off.detail == "reminders are off (repeat_interval = 0)"
 
 
 # -- grouping and reminders ---------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from streamwatch.alerting.config import AlertingConfig
+from streamwatch.alerting.decide import Reason
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.silence import add_silence
 from streamwatch.alerting.testing import RecordingReceiver, incident
@@ -72,7 +73,7 @@ class Harness:
 
     def reasons(self, receiver: str = "hook") -> dict[str, str]:
         return {
-            f"{r.incident.kind}@{r.incident.run_id}:{r.incident.status.value}": r.decision.reason
+            f"{r.incident.kind}@{r.incident.run_id}:{r.incident.status.value}": str(r.decision)
             for r in self.d.decisions
             if r.receiver == receiver
         }
@@ -124,6 +125,7 @@ def test_a_silence_added_while_running_is_picked_up(rx: RecordingReceiver, tmp_p
     add_silence(h.silences, now=h.clock.now(), duration=3600, run_id="r1", silence_id="later")
     assert h.step(incident("r1", "entropy_collapse", indicator="entropy")) == []
     assert h.reasons()["entropy_collapse@r1:firing"] == "silenced by later"
+    assert h.d.stats.muted[Reason.SILENCED] == 2  # one update, two receivers, by its reason
 
 
 def test_a_stalled_run_mutes_its_other_incidents_only(

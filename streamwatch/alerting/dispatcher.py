@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamwatch.alerting.config import AlertingConfig, Receiver
-from streamwatch.alerting.decide import Decision, decide_update
+from streamwatch.alerting.decide import Decision, Reason, decide_update
 from streamwatch.alerting.delivery import Outbox, Outcome, ReceiverStatus
 from streamwatch.alerting.group import Batch, GroupBook, RepeatBook, split
 from streamwatch.alerting.inhibit import FiringSet
@@ -75,7 +75,7 @@ class DispatchStats:
     spilled: int = 0
     unrouted: int = 0
     messages: int = 0
-    muted: Counter[str] = field(default_factory=Counter)
+    muted: Counter[Reason] = field(default_factory=Counter)  # updates not notified, by why
     outcomes: Counter[str] = field(default_factory=Counter)
 
 
@@ -335,7 +335,7 @@ class Dispatcher:
         targets = receivers_for(inc, self.routes)
         if not targets:
             self.stats.unrouted += 1
-            self._decided("-", inc, Decision(False, "no route matched"))
+            self._decided("-", inc, Decision(False, Reason.NO_ROUTE, "no route matched"))
         for route_index, receiver in targets:
             self.groups.add(receiver, route_index, inc, now)
 
@@ -374,7 +374,8 @@ class Dispatcher:
                 continue
             decision = self._decide(batch.receiver, inc, now, silences)
             if decision.notify:
-                decision = Decision(True, f"reminder {batch.repeat}: still firing")
+                why = f"reminder {batch.repeat}: still firing"
+                decision = Decision(True, Reason.REMINDER, why)
                 kept.append(inc)
             self._decided(batch.receiver, inc, decision)
             self.repeats.reminded(batch.receiver, inc.id, now)
@@ -400,14 +401,14 @@ class Dispatcher:
     def _decided(self, receiver: str, inc: Incident, decision: Decision) -> None:
         self.decisions.append(DecisionRecord(receiver, inc, decision))
         if not decision.notify:
-            self.stats.muted[decision.reason.split(" ")[0]] += 1
+            self.stats.muted[decision.reason] += 1
         log.debug(
             "alert %s %s %s -> %s: %s",
             inc.run_id,
             inc.kind,
             inc.status.value,
             receiver,
-            decision.reason,
+            decision,
         )
 
     def _on_outcome(self, outcome: Outcome) -> None:

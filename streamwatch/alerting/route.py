@@ -8,8 +8,9 @@ incident once.
 >>> from streamwatch.incidents import Incident
 >>> inc = Incident(id="a1", run_id="grpo-7", kind="entropy_collapse", severity="warning",
 ...     status="firing", indicator="entropy", metric="actor/entropy", step=812, message="")
->>> match_route(inc, Route(receivers=("pager",), min_severity="critical"))
-Decision(notify=False, reason='severity warning < critical')
+>>> d = match_route(inc, Route(receivers=("pager",), min_severity="critical"))
+>>> d.reason.value, d.detail
+('severity_below', 'severity warning < critical')
 >>> receivers_for(inc, [Route(receivers=("slack",), run_id="grpo-*")])
 [(0, 'slack')]
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from streamwatch.alerting.config import Route
-from streamwatch.alerting.decide import Decision
+from streamwatch.alerting.decide import Decision, Reason
 from streamwatch.incidents import Incident
 
 __all__ = ["RouteHit", "describe_route", "explain_routes", "match_route", "receivers_for"]
@@ -43,14 +44,17 @@ def describe_route(route: Route) -> str:
 
 def match_route(inc: Incident, route: Route) -> Decision:
     if not fnmatchcase(inc.run_id, route.run_id):
-        return Decision(False, f"run_id {inc.run_id} does not match {route.run_id}")
+        why = f"run_id {inc.run_id} does not match {route.run_id}"
+        return Decision(False, Reason.RUN_ID_MISMATCH, why)
     if route.kinds and inc.kind not in route.kinds:
-        return Decision(False, f"kind {inc.kind} not in {list(route.kinds)}")
+        return Decision(False, Reason.KIND_MISMATCH, f"kind {inc.kind} not in {list(route.kinds)}")
     if not fnmatchcase(inc.indicator, route.indicator):
-        return Decision(False, f"indicator {inc.indicator} does not match {route.indicator}")
+        why = f"indicator {inc.indicator} does not match {route.indicator}"
+        return Decision(False, Reason.INDICATOR_MISMATCH, why)
     if inc.severity.rank < route.min_severity.rank:
-        return Decision(False, f"severity {inc.severity.value} < {route.min_severity.value}")
-    return Decision(True, f"matched ({describe_route(route)})")
+        why = f"severity {inc.severity.value} < {route.min_severity.value}"
+        return Decision(False, Reason.SEVERITY_BELOW, why)
+    return Decision(True, Reason.ROUTE_MATCHED, f"matched ({describe_route(route)})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +70,8 @@ def explain_routes(inc: Incident, routes: Sequence[Route]) -> list[RouteHit]:
     stopped = False
     for i, route in enumerate(routes):
         if stopped:
-            hits.append(RouteHit(i, route, Decision(False, "not reached: an earlier route won")))
+            why = "not reached: an earlier route won"
+            hits.append(RouteHit(i, route, Decision(False, Reason.NOT_REACHED, why)))
             continue
         decision = match_route(inc, route)
         hits.append(RouteHit(i, route, decision))

@@ -103,7 +103,7 @@ def check_routes(config: AlertingConfig, args: Any, *, out: TextIO) -> int:
     routes = config.effective_routes()
     for hit in explain_routes(sample, routes):
         verdict = f"-> {', '.join(hit.route.receivers)}" if hit.decision.notify else "no match:"
-        reason = "" if hit.decision.notify else f" {hit.decision.reason}"
+        reason = "" if hit.decision.notify else f" {hit.decision}"
         print(f"route {hit.index + 1} ({describe_route(hit.route)}): {verdict}{reason}", file=out)
     silences = _active(config, now)
     send_to: list[str] = []
@@ -117,7 +117,7 @@ def check_routes(config: AlertingConfig, args: Any, *, out: TextIO) -> int:
             firing_notified=False,
             send_resolved=config.receiver(name).send_resolved,
         )
-        print(f"  {name}: {'notify' if decision.notify else 'muted'}: {decision.reason}", file=out)
+        print(f"  {name}: {'notify' if decision.notify else 'muted'}: {decision}", file=out)
         if decision.notify:
             send_to.append(name)
     if not send_to:
