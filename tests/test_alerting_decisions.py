@@ -46,6 +46,8 @@ MODULES = [
     "decide",
     "group",
     "inhibit",
+    "notify.discord",
+    "notify.email",
     "notify.proxy",
     "lanes",
     "redact",

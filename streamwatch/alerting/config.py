@@ -106,11 +106,12 @@ def _check_template(template: str | None, what: str) -> None:
 
 
 class Receiver(_Section):
-    """Where notifications go: a Slack incoming webhook or a generic JSON webhook."""
+    """Where notifications go: a Slack or Discord incoming webhook, a generic JSON webhook,
+    or email over SMTP (``url = "smtp://host:587"``, with ``email_from`` and ``email_to``)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="also the spool's file name")
-    type: Literal["slack", "webhook"]
-    url: SecretStr = Field(description="a secret: Slack's URL is its own credential")
+    type: Literal["slack", "webhook", "discord", "email"]
+    url: SecretStr = Field(description="a secret: a Slack or Discord URL is its own credential")
     secret: SecretStr | None = Field(None, description="webhook: HMAC-SHA256 signing key")
     format: Literal["streamwatch", "alertmanager"] = Field(
         "streamwatch", description="webhook payload: streamwatch v1 or Alertmanager v4"
@@ -118,8 +119,13 @@ class Receiver(_Section):
     send_resolved: bool = True
     timeout: float | None = Field(None, gt=0, description="seconds; default delivery.timeout")
     link: str | None = Field(None, description="run link template; default templates.link")
+    email_from: str | None = Field(None, description="email: the sender address")
+    email_to: tuple[str, ...] = Field((), description="email: the recipients")
+    username: str | None = Field(None, description="email: SMTP user name")
+    password: SecretStr | None = Field(None, description="email: SMTP password")
+    starttls: bool = Field(True, description="email over smtp://: require STARTTLS")
 
-    @field_validator("url", "secret", mode="before")
+    @field_validator("url", "secret", "password", mode="before")
     @classmethod
     def _from_environment(cls, value: object) -> object:
         """``"${NAME}"``: the value of environment variable NAME (keeps secrets out of the
@@ -135,14 +141,37 @@ class Receiver(_Section):
 
     @model_validator(mode="after")
     def _valid(self) -> Receiver:
+        me = f"receiver {self.name!r}"
         try:
-            check_url(self.url.get_secret_value())
+            if self.type == "email":
+                _check_smtp(self)
+            else:
+                check_url(self.url.get_secret_value())
         except ValueError as exc:
-            raise ValueError(f"receiver {self.name!r}: url {exc}") from None
-        if self.type == "slack" and (self.secret is not None or self.format != "streamwatch"):
-            raise ValueError(f"receiver {self.name!r}: secret and format are for webhooks")
-        _check_template(self.link, f"receiver {self.name!r}: link")
+            raise ValueError(f"{me}: {exc}") from None
+        if self.type != "webhook" and (self.secret is not None or self.format != "streamwatch"):
+            raise ValueError(f"{me}: secret and format are for webhooks")
+        mail_only = (self.email_from, self.email_to, self.username, self.password)
+        if self.type != "email" and any(mail_only):
+            raise ValueError(f"{me}: email_from, email_to, username, password are for email")
+        _check_template(self.link, f"{me}: link")
         return self
+
+
+def _check_smtp(r: Receiver) -> None:
+    try:
+        parts = urlsplit(r.url.get_secret_value())
+        _ = parts.port
+    except ValueError:
+        raise ValueError("url is not a valid URL") from None
+    if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
+        raise ValueError("url must be smtp://host[:port] or smtps://host[:port]")
+    if parts.username or parts.password or parts.path not in ("", "/"):
+        raise ValueError("url: give credentials as username and password, nothing else")
+    if not r.email_from or not r.email_to:
+        raise ValueError("email needs email_from and email_to")
+    if parts.scheme == "smtp" and not r.starttls and r.password is not None:
+        raise ValueError("a password is never sent without TLS: use starttls or smtps://")
 
 
 class Route(_Section):

@@ -25,6 +25,8 @@ from streamwatch.alerting.group import Batch, GroupBook, RepeatBook, split
 from streamwatch.alerting.inhibit import FiringSet
 from streamwatch.alerting.lock import StateLock
 from streamwatch.alerting.message import Message
+from streamwatch.alerting.notify.discord import DiscordNotifier
+from streamwatch.alerting.notify.email import EmailNotifier, SmtpPoster
 from streamwatch.alerting.notify.http import HttpPoster, Notifier, Poster
 from streamwatch.alerting.notify.proxy import describe
 from streamwatch.alerting.notify.slack import SlackNotifier
@@ -82,12 +84,17 @@ class DispatchStats:
 def _notifier(receiver: Receiver, config: AlertingConfig) -> Notifier:
     if receiver.type == "slack":
         return SlackNotifier(receiver, config.templates)
+    if receiver.type == "discord":
+        return DiscordNotifier(receiver, config.templates)
+    if receiver.type == "email":
+        return EmailNotifier(receiver, config.templates)
     return WebhookNotifier(receiver, config.templates, config.external_url)
 
 
 def _redactor(receiver: Receiver) -> Redactor:
-    secrets = [receiver.secret.get_secret_value()] if receiver.secret is not None else []
-    return Redactor([receiver.url.get_secret_value()], secrets)
+    secrets = [s.get_secret_value() for s in (receiver.secret, receiver.password) if s is not None]
+    urls = [] if receiver.type == "email" else [receiver.url.get_secret_value()]
+    return Redactor(urls, secrets)
 
 
 class Dispatcher:
@@ -170,7 +177,10 @@ class Dispatcher:
         redact = _redactor(receiver)
         timeout = receiver.timeout or self.config.delivery.timeout
         url = receiver.url.get_secret_value()
-        if poster is None:
+        if poster is None and receiver.type == "email":
+            poster = SmtpPoster(receiver, timeout=timeout, redactor=redact, clock=self._dclock)
+            via = "SMTP" + (" with STARTTLS" if receiver.starttls else "")
+        elif poster is None:
             http = HttpPoster(url, timeout=timeout, redactor=redact, clock=self._dclock)
             via = describe(http.proxy)
             poster = http

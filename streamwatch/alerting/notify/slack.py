@@ -15,7 +15,6 @@ remedies, then the run link (from ``templates.link``) and a footer with the mess
 from __future__ import annotations
 
 import json
-from collections import Counter
 from typing import Any
 
 from streamwatch.alerting.config import Receiver, Templates
@@ -24,6 +23,7 @@ from streamwatch.alerting.notify.http import HttpRequest
 from streamwatch.alerting.notify.text import (
     clip,
     flatten_evidence,
+    header_text,
     incident_fields,
     incident_link,
     units,
@@ -97,27 +97,6 @@ def _incident_blocks(inc: Incident) -> list[dict[str, Any]]:
     return blocks
 
 
-def _header(message: Message) -> str:
-    incs = message.incidents
-    run = message.run_id
-    if len(incs) == 1:
-        inc = incs[0]
-        state = "RESOLVED" if inc.status is Status.RESOLVED else inc.severity.value.upper()
-        text = f"{state}: {inc.kind} in run {run}"
-    else:
-        firing = Counter(i.severity.value for i in incs if i.status is Status.FIRING)
-        resolved = sum(1 for i in incs if i.status is Status.RESOLVED)
-        parts = [f"{n} {sev}" for sev in ("critical", "warning", "info") if (n := firing[sev])]
-        parts += [f"{resolved} resolved"] if resolved else []
-        text = f"{len(incs)} incident updates in run {run} ({', '.join(parts)})"
-    if message.repeat:
-        text = f"Still firing: {text}"
-    part, parts_n = message.part
-    if parts_n > 1:
-        text += f" [{part}/{parts_n}]"
-    return text
-
-
 def _size(blocks: list[dict[str, Any]]) -> int:
     return units(json.dumps(blocks, ensure_ascii=False))
 
@@ -127,7 +106,11 @@ def slack_payload(
 ) -> dict[str, Any]:
     header = {
         "type": "header",
-        "text": {"type": "plain_text", "text": clip(_header(message), HEADER_CHARS), "emoji": True},
+        "text": {
+            "type": "plain_text",
+            "text": clip(header_text(message), HEADER_CHARS),
+            "emoji": True,
+        },
     }
     tail: list[dict[str, Any]] = []
     url = incident_link(link, message.incidents[0])
@@ -155,7 +138,7 @@ def slack_payload(
         body.append({"type": "section", "text": _mrkdwn(summary, _SUMMARY_CHARS)})
 
     first = message.incidents[0]
-    fallback = f"{_header(message)}: {first.message}"
+    fallback = f"{header_text(message)}: {first.message}"
     return {"text": clip(_esc(fallback), FALLBACK_CHARS), "blocks": [header, *body, *tail]}
 
 

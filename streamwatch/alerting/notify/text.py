@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from typing import Any
 from urllib.parse import quote
 
-from streamwatch.incidents import Incident
+from streamwatch.alerting.message import Message
+from streamwatch.incidents import Incident, Status
 
 __all__ = [
     "clip",
     "flatten_evidence",
     "format_value",
+    "header_text",
     "incident_fields",
     "incident_link",
     "render_link",
@@ -103,3 +106,26 @@ def clip(text: str, limit: int) -> str:
     if lt != -1 and ">" not in out[lt:]:
         out = out[:lt]
     return out + ELLIPSIS
+
+
+def header_text(message: Message) -> str:
+    """One line for a message: its incident, or a count by severity; a reminder and a part
+    of a split group say so."""
+    incs = message.incidents
+    run = message.run_id
+    if len(incs) == 1:
+        inc = incs[0]
+        state = "RESOLVED" if inc.status is Status.RESOLVED else inc.severity.value.upper()
+        text = f"{state}: {inc.kind} in run {run}"
+    else:
+        firing = Counter(i.severity.value for i in incs if i.status is Status.FIRING)
+        resolved = sum(1 for i in incs if i.status is Status.RESOLVED)
+        parts = [f"{n} {sev}" for sev in ("critical", "warning", "info") if (n := firing[sev])]
+        parts += [f"{resolved} resolved"] if resolved else []
+        text = f"{len(incs)} incident updates in run {run} ({', '.join(parts)})"
+    if message.repeat:
+        text = f"Still firing: {text}"
+    part, parts_n = message.part
+    if parts_n > 1:
+        text += f" [{part}/{parts_n}]"
+    return text
