@@ -6,7 +6,7 @@ VENV ?= .venv
 
 LINTED := streamwatch tests benchmarks $(wildcard producers)
 
-.PHONY: setup lint typecheck test check demo bench examples clean
+.PHONY: setup lint typecheck test check demo bench faults examples clean
 
 setup: $(VENV)/.installed
 
@@ -40,6 +40,14 @@ bench: setup
 	$(PY) benchmarks/report.py
 	$(PY) benchmarks/publish_cost.py
 	$(PY) benchmarks/service.py
+
+# fault tests (benchmarks/faults.py), each printing its counts; the Kafka ones on a three-node
+# cluster of their own (ports 39092-39097, state in .kafka-faults), stopped at the end
+FAULTS_KAFKA := KAFKA_STATE_DIR=$(CURDIR)/.kafka-faults KAFKA_CLUSTER_PORT_BASE=39092
+faults: setup
+	$(FAULTS_KAFKA) bash docker/kafka.sh cluster-up >/dev/null
+	$(FAULTS_KAFKA) $(PY) benchmarks/faults.py; rc=$$?; \
+	  $(FAULTS_KAFKA) bash docker/kafka.sh cluster-down; exit $$rc
 
 # the recorded logs under examples/logs (seeded: the same bytes every time), one run id each
 EXAMPLE_RUN := $(VENV)/bin/streamwatch simulate --runs 1 --steps 200 --seed 7
