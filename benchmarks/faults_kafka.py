@@ -214,9 +214,12 @@ def malformed_flood(bad: int = 50_000, good: int = 2_000) -> str:
         args = [sys.executable, "-m", "streamwatch.cli_kafka", "run"]
         args += ["--bootstrap-servers", BOOTSTRAP, "--topic", topic, "--group", topic]
         args += ["--dead-letter-topic", dead, "--incidents-topic", "", "--state-topic", ""]
-        args += ["--max-message-bytes", "4096", "--max-idle", "10", "--quiet"]
+        args += ["--max-message-bytes", "4096", "--max-idle", "30", "--quiet"]
         done = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=ROOT)
-        summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr
+        summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "no summary"
+        summary += f" (exit {done.returncode})"
+        Path(ROOT, "artifacts").mkdir(exist_ok=True)
+        Path(ROOT, "artifacts", "faults-flood-service.log").write_text(done.stderr)
         got = _dead_letters(dead)
     finally:
         if started:

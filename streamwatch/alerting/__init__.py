@@ -9,10 +9,13 @@ threads and HTTP):
   :mod:`~streamwatch.alerting.inhibit`, :mod:`~streamwatch.alerting.decide`: pure decisions,
   each returning a named reason, with ``now`` passed in
 - :mod:`~streamwatch.alerting.group`: grouping, ``group_max`` splits, repeat notices
-- :mod:`~streamwatch.alerting.notify`: payloads (Slack Block Kit, JSON webhook, Alertmanager v4)
-  and the HTTP poster that classifies failures as retryable or final
+- :mod:`~streamwatch.alerting.notify`: payloads (Slack Block Kit, JSON webhook, Alertmanager v4,
+  Discord embeds, email) and the HTTP and SMTP posters that classify failures as retryable
+  or final, through the environment's proxy
 - :mod:`~streamwatch.alerting.retry`, :mod:`~streamwatch.alerting.spool`,
-  :mod:`~streamwatch.alerting.delivery`: retries with backoff, the durable spool, the sent-log
+  :mod:`~streamwatch.alerting.lanes`, :mod:`~streamwatch.alerting.delivery`: retries with
+  backoff, the durable spool, the sent-log, one lane per run so that no message blocks another
+- :mod:`~streamwatch.alerting.lock`: one process per state directory
 - :mod:`~streamwatch.alerting.dispatcher`: ``Dispatcher``, the ``send(inc)``/``close()`` sink
 - time comes from :mod:`streamwatch.clock` (``ManualClock`` for tests)
 - :mod:`~streamwatch.alerting.testing`: a scriptable HTTP receiver for tests
