@@ -102,3 +102,13 @@ def test_one_reader_reads_only_the_tables_a_command_uses(
     bad = write(tmp_path / "d.toml", "[alerts]\nx = 1\n")
     with pytest.raises(ConfigError, match=r"unknown table\(s\) \['alerts'\]"):
         load_config(bad, sections=("alerting",))
+
+
+def test_a_bad_receiver_variable_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("STREAMWATCH_WEBHOOK_URL", "ftp://alerts.example.com/t0ken-abcdef")
+    assert main(["replay", str(HEALTHY), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "STREAMWATCH_WEBHOOK_URL: receiver 'webhook': url must be an http:// or https://" in err
+    assert "t0ken" not in err

@@ -95,13 +95,18 @@ def alerting_from_args(
     secret = getattr(args, "webhook_secret", None) or env.get(ENV_SECRET)
     taken = {r.name for r in config.receivers}
     extra: list[dict[str, Any]] = []
+    sources: list[str] = []  # where each came from, for errors
     if webhook:
+        flag = "--webhook-url" if getattr(args, "webhook_url", None) else ENV_WEBHOOK_URL
+        sources.append(flag)
         item: dict[str, Any] = {"name": _free_name("webhook", taken), "type": "webhook"}
         item |= {"url": webhook, "secret": secret}
         if getattr(args, "webhook_format", None):
             item["format"] = args.webhook_format
         extra.append(item)
     if slack:
+        flag = "--slack-webhook-url" if getattr(args, "slack_webhook_url", None) else ENV_SLACK_URL
+        sources.append(flag)
         extra.append({"name": _free_name("slack", taken), "type": "slack", "url": slack})
     update: dict[str, Any] = {}
     state_dir = getattr(args, "alert_state_dir", None) or env.get(ENV_STATE_DIR)
@@ -109,8 +114,8 @@ def alerting_from_args(
         update["state_dir"] = state_dir
     if getattr(args, "run_link", None):
         update["templates"] = config.templates.model_copy(update={"link": args.run_link})
+    receivers = tuple(_receiver(r, where) for r, where in zip(extra, sources, strict=True))
     try:
-        receivers = tuple(Receiver.model_validate(r) for r in extra)
         if receivers:
             update["receivers"] = config.receivers + receivers
             if config.routes:
@@ -124,6 +129,17 @@ def alerting_from_args(
     except ValidationError as exc:
         lines = [e["msg"] for e in exc.errors(include_url=False, include_input=False)]
         raise AlertingConfigError("alerting: " + "; ".join(lines)) from None
+
+
+def _receiver(data: dict[str, Any], where: str) -> Receiver:
+    """A receiver from the command line or the environment; errors name where it came from
+    (and never echo the URL or the secret)."""
+    try:
+        return Receiver.model_validate(data)
+    except ValidationError as exc:
+        lines = [e["msg"] for e in exc.errors(include_url=False, include_input=False)]
+        msg = "; ".join(m.removeprefix("Value error, ") for m in lines)
+        raise AlertingConfigError(f"alerting: {where}: {msg}") from None
 
 
 def build_dispatcher(

@@ -148,7 +148,8 @@ class Receiver(_Section):
             else:
                 check_url(self.url.get_secret_value())
         except ValueError as exc:
-            raise ValueError(f"{me}: {exc}") from None
+            what = "" if self.type == "email" else "url "
+            raise ValueError(f"{me}: {what}{exc}") from None
         if self.type != "webhook" and (self.secret is not None or self.format != "streamwatch"):
             raise ValueError(f"{me}: secret and format are for webhooks")
         mail_only = (self.email_from, self.email_to, self.username, self.password)
