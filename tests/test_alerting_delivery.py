@@ -313,3 +313,27 @@ def test_an_outage_sets_nothing_aside_and_everything_goes_out_after_it(tmp_path:
     assert (report.delivered, report.set_aside, report.failed) == (5, 0, 0)
     assert updates(rx) == Counter({(i.id, "firing"): 1 for i in sent})
     assert _failed_records(tmp_path) == []
+
+
+def test_a_rate_limit_storm_sets_nothing_aside(tmp_path: Path) -> None:
+    """Every message gets 429 for a while (while some others go through): a rate limit is
+    the receiver's state, not a bad payload, so nothing is set aside."""
+    calls = {"n": 0}
+
+    def reply(_: object) -> Reply | None:
+        calls["n"] += 1
+        if calls["n"] <= 30 and calls["n"] % 4:  # three in four refused, then all taken
+            return Reply(429, {"Retry-After": "0"}, b"rate limited")
+        return None
+
+    sent = some_incidents(runs=6, per_run=1)
+    delivery = {"max_attempts": 2, "backoff_initial": 0.02, "retry_spooled_after": 0.3}
+    with RecordingReceiver(reply_for=reply) as rx:
+        d = Dispatcher(config(rx.url, delivery=delivery), state_dir=tmp_path)
+        for inc in sent:
+            d.send(inc)
+        done = rx.wait_for(lambda r: len(r.accepted()) == 6, timeout=30.0)
+        report = d.close(timeout=5.0)
+    assert done and (report.delivered, report.set_aside, report.failed) == (6, 0, 0)
+    assert updates(rx) == Counter({(i.id, "firing"): 1 for i in sent})
+    assert _failed_records(tmp_path) == []

@@ -106,3 +106,16 @@ def test_after_a_delivery_a_message_that_uses_its_retries_is_set_aside() -> None
     take(lanes, 1.0)
     assert lanes.exhausted(bad, 1.0, rest=60.0) == "set_aside"
     assert "bad" not in {e.message.run_id for e in lanes.entries()}
+
+
+def test_a_failure_that_is_not_the_messages_fault_rests_the_receiver() -> None:
+    lanes = Lanes()
+    lanes.add(msg("a"))
+    lanes.add(msg("b"))
+    a = take(lanes, 0.0)
+    lanes.failed(a, 0.0, delay=1.0)
+    lanes.delivered(take(lanes, 0.5), 0.5)  # b went out after a first failed
+    take(lanes, 1.0)
+    # a 429 or a timeout says nothing about a's payload: not set aside, the receiver rests
+    assert lanes.exhausted(a, 1.0, rest=30.0, blame=False) == "down"
+    assert len(lanes) == 1 and lanes.pick(2.0) == (None, 31.0)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from streamwatch.alerting.config import DeliveryConfig
-from streamwatch.alerting.lanes import Entry, Lanes
+from streamwatch.alerting.lanes import Entry, Lanes, blames_message
 from streamwatch.alerting.message import Message
 from streamwatch.alerting.notify.http import Notifier, Poster
 from streamwatch.alerting.redact import Redactor
@@ -260,7 +260,8 @@ class Outbox:
 
     def _exhausted(self, entry: Entry, delay: float, reason: str, now: float) -> None:
         rest = max(delay, self.policy.retry_spooled_after)
-        verdict = self._lanes.exhausted(entry, now, rest)
+        blame = blames_message(entry.last_status)
+        verdict = self._lanes.exhausted(entry, now, rest, blame=blame)
         message = entry.message
         if verdict == "set_aside":
             self._set_aside(entry)

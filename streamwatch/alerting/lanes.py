@@ -8,7 +8,9 @@ for its own backoff, so one message that keeps failing never holds up the other 
 What a message that used its retries means depends on the receiver:
 
 - the receiver took another message since this one first failed: the receiver works and
-  refuses this message: it is **set aside** (the caller writes it to the failed log);
+  refuses this message: it is **set aside** (the caller writes it to the failed log). Only
+  a failure that can be the message's fault counts (:func:`blames_message`: a 500 to its
+  payload can, a 429, 503, timeout or refused connection cannot: then the receiver is down);
 - nothing was delivered since: the message is a **suspect**; it stays in its lane, and the
   next message of its run may go (a delivery there proves the receiver works, so every
   suspect is then set aside: a later message of the run went out, and the order holds);
@@ -45,13 +47,27 @@ from typing import Literal
 
 from streamwatch.alerting.message import Message
 
-__all__ = ["DOWN_AFTER", "Entry", "Lanes", "Verdict"]
+__all__ = ["DOWN_AFTER", "Entry", "Lanes", "Verdict", "blames_message"]
 
 #: Suspects (messages that used their retries while nothing was delivered) that make the
 #: receiver count as down.
 DOWN_AFTER = 3
 
 Verdict = Literal["set_aside", "suspect", "down"]
+
+
+def blames_message(status: int | None) -> bool:
+    """Whether a retryable failure can be the message's own fault: an HTTP 5xx answer to its
+    payload (or an SMTP 4xx to its data) can; a rate limit (429), an unavailable or timed-out
+    gateway (503, 504), an SMTP server closing (421), a timeout or a refused connection says
+    the receiver is in trouble, whatever the message.
+
+    >>> [blames_message(s) for s in (500, 502, 503, 504, 429, None)]
+    [True, True, False, False, False, False]
+    """
+    if status is None or status in (421, 429, 503, 504):  # 421: SMTP's "closing, busy"
+        return False
+    return status >= 400
 
 
 @dataclass(slots=True)
@@ -170,13 +186,15 @@ class Lanes:
         if self.down_until is not None:
             self.down_until = now + max(rest, delay)
 
-    def exhausted(self, entry: Entry, now: float, rest: float) -> Verdict:
+    def exhausted(self, entry: Entry, now: float, rest: float, *, blame: bool = True) -> Verdict:
         """It used its retries: set aside (removed here), a suspect, or the receiver is down
-        and rests ``rest`` seconds."""
+        and rests ``rest`` seconds. ``blame``: whether its last failure can be the message's
+        fault (see :func:`blames_message`); if not, the receiver is down."""
         if entry.first_failure is None:
             entry.first_failure = now
-        if self.down_until is not None:
+        if self.down_until is not None or not blame:
             self.down_until = now + rest
+            self.probe_now = False
             return "down"
         if self.last_ok is not None and self.last_ok > entry.first_failure:
             self._remove(entry)
