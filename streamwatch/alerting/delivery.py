@@ -7,9 +7,11 @@ kept per run, and a message waiting for its retry holds up only the later messag
 own run. A retryable failure (429, 5xx, timeout, connection error) is retried with backoff
 and jitter, and every message waits out a receiver's ``Retry-After``; a final one (other
 4xx) goes to ``failed.jsonl``. A message that used ``max_attempts`` or ``max_retry_seconds``
-while the receiver took other messages is set aside there too (with its last error); when
-nothing gets through, the receiver rests ``retry_spooled_after`` seconds and everything
-stays in the spool. A message id in the sent-log is never sent again.
+on failures that can be its own fault (an HTTP 5xx) while the receiver took other messages
+is set aside there too (with its last error); when nothing gets through, or the failures
+are the receiver's (429, 503, timeouts, refused connections), the receiver rests
+``retry_spooled_after`` seconds and everything stays in the spool. A message id in the
+sent-log is never sent again.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ class ReceiverStatus:
     state: Literal["up", "resting"]
 
     def __str__(self) -> str:
-        rest = " (resting: nothing gets through)" if self.state == "resting" else ""
+        rest = " (resting: the receiver is in trouble)" if self.state == "resting" else ""
         return (
             f"{self.name}: {self.delivered} delivered, {self.failed} refused, "
             f"{self.set_aside} set aside, {self.pending} pending{rest}"
@@ -233,7 +235,7 @@ class Outbox:
         elapsed = now - (entry.first_try if entry.first_try is not None else now)
         u = self.rng.random()
         plan = plan_retry(result, attempt=entry.attempts, elapsed=elapsed, policy=self.policy, u=u)
-        entry.last_reason, entry.last_status = plan.reason, result.status
+        entry.last_reason, entry.last_status = result.reason, result.status
         if plan.action == "delivered":
             self.sent.add(message, self.clock.now(), result.status)
             self._done(message)
@@ -267,12 +269,11 @@ class Outbox:
             self._set_aside(entry)
         elif verdict == "down":
             log.warning(
-                "receiver %s: nothing gets through (message %s: %s); all is kept in the "
-                "spool, next try in %.0f s",
+                "receiver %s: resting %.0f s, everything kept in the spool (message %s: %s)",
                 self.name,
+                rest,
                 message.id,
                 reason,
-                rest,
             )
             outcome = Outcome(self.name, message.id, "spooled", reason, entry.last_status)
             self._report(outcome)
