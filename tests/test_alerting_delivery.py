@@ -337,3 +337,22 @@ def test_a_rate_limit_storm_sets_nothing_aside(tmp_path: Path) -> None:
     assert done and (report.delivered, report.set_aside, report.failed) == (6, 0, 0)
     assert updates(rx) == Counter({(i.id, "firing"): 1 for i in sent})
     assert _failed_records(tmp_path) == []
+
+
+def test_the_failed_log_keeps_its_last_records(tmp_path: Path) -> None:
+    from streamwatch.alerting.message import Message
+    from streamwatch.alerting.spool import FailedLog
+
+    path = tmp_path / "failed.jsonl"
+    log = FailedLog(path, keep=100)
+    messages = [
+        Message.build("hook", f"g{n}", {"run_id": "r"}, (incident("r", step=n),))
+        for n in range(150)
+    ]
+    for m in messages:
+        log.add(m, now=0.0, status=500, reason="set aside")
+    assert messages[0].id not in log and messages[-1].id in log
+    log.close()
+    again = FailedLog(path, keep=100)  # a restart cuts the file back
+    assert len(path.read_text().splitlines()) == 100
+    assert messages[49].id not in again and messages[50].id in again

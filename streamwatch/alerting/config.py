@@ -218,6 +218,9 @@ class DeliveryConfig(_Section):
     queue_size: int = Field(1000, ge=1, description="messages in memory per receiver")
     intake_size: int = Field(10_000, ge=1, description="incident updates waiting to be routed")
     sent_log_keep: int = Field(100_000, ge=100, description="delivered message ids remembered")
+    failed_log_keep: int = Field(
+        100_000, ge=100, description="refused or set-aside messages kept in failed.jsonl"
+    )
 
 
 class Templates(_Section):

@@ -154,7 +154,7 @@ class Dispatcher:
 
     def _open_state(self, config: AlertingConfig, posters: Mapping[str, Poster] | None) -> None:
         self._sent = SentLog(self.state_dir / "sent.jsonl", config.delivery.sent_log_keep)
-        self._failed = FailedLog(self.state_dir / "failed.jsonl")
+        self._failed = FailedLog(self.state_dir / "failed.jsonl", config.delivery.failed_log_keep)
         self._spill = IncidentSpill(self.state_dir / "intake.jsonl")
         self.outboxes = {
             r.name: self._outbox(r, (posters or {}).get(r.name)) for r in config.receivers

@@ -144,11 +144,17 @@ class SentLog(_AppendFile):
 
 
 class FailedLog(_AppendFile):
-    """Messages refused for good or set aside, with the status and redacted reason."""
+    """Messages refused for good or set aside, with the status and redacted reason; the
+    last ``keep`` of them (the file is cut back to those when a dispatcher starts)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keep: int = 100_000) -> None:
         super().__init__(path)
-        self._ids = {str(r.get("message_id")) for r in read_jsonl(path)}
+        self.keep = keep
+        records = read_jsonl(path)
+        self._order: deque[str] = deque(str(r.get("message_id")) for r in records[-keep:])
+        self._ids = set(self._order)
+        if len(records) > keep:
+            self.rewrite(records[-keep:])
 
     def __contains__(self, message_id: object) -> bool:
         with self._lock:
@@ -170,6 +176,9 @@ class FailedLog(_AppendFile):
         self.append([record])
         with self._lock:
             self._ids.add(message.id)
+            self._order.append(message.id)
+            while len(self._order) > self.keep:
+                self._ids.discard(self._order.popleft())
 
 
 class IncidentSpill(_AppendFile):
