@@ -30,13 +30,13 @@ from email.message import EmailMessage
 from email.utils import formatdate
 from urllib.parse import urlsplit
 
-from streamwatch.alerting.clock import Clock
 from streamwatch.alerting.config import Receiver, Templates
 from streamwatch.alerting.message import Message
 from streamwatch.alerting.notify.http import HttpRequest
 from streamwatch.alerting.notify.text import flatten_evidence, header_text, incident_link
 from streamwatch.alerting.redact import Redactor
 from streamwatch.alerting.retry import SendResult
+from streamwatch.clock import Clock
 from streamwatch.incidents import Incident, Status
 
 __all__ = ["EmailNotifier", "SmtpPoster", "email_message"]
