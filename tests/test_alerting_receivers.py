@@ -202,7 +202,7 @@ def mail_receiver(port: int, password: str = PASSWORD, **over: Any) -> dict[str,
         "type": "email",
         "url": f"smtp://127.0.0.1:{port}",
         "email_from": "streamwatch@example.com",
-        "email_to": ["ml-oncall@example.com", "lead@example.com"],
+        "email_to": ["ml-oncall@example.com", "team@example.com"],
         "username": "ml-alerts",
         "password": password,
         **over,
@@ -216,7 +216,7 @@ def test_email_goes_out_over_starttls_with_login(smtp: tuple[Mailbox, int], tmp_
     [(sender, rcpts, content, tls)] = box.mails
     assert tls, "the mail was not sent inside STARTTLS"
     assert sender == "streamwatch@example.com"
-    assert rcpts == ["ml-oncall@example.com", "lead@example.com"]
+    assert rcpts == ["ml-oncall@example.com", "team@example.com"]
     text = content.decode()
     assert "Subject: WARNING: entropy_collapse in run grpo-7" in text
     assert "entropy_collapse on entropy at step 812" in text and "try: look at the run" in text
