@@ -582,3 +582,27 @@ def test_healthz_says_503_while_the_broker_is_away() -> None:
     (away, away_body), (back, back_body) = replies
     assert (away, json.loads(away_body)["status"]) == (503, "broker_unreachable")
     assert (back, json.loads(back_body)["status"]) == (200, "ok")
+
+
+def test_the_status_line_carries_the_alert_sinks_own_line(caplog: pytest.LogCaptureFixture) -> None:
+    class Receivers:
+        """A sink with a status line, as the alert dispatcher has."""
+
+        def __init__(self) -> None:
+            self.sent = 0
+
+        def send(self, inc: Incident) -> None:
+            self.sent += 1
+
+        def status_line(self) -> str:
+            return f"alerts: webhook: {self.sent} delivered"
+
+    caplog.set_level(logging.INFO, logger="streamwatch.live")
+    broker, clock = new_broker()
+    publish(broker, [(b"r", event_bytes("r", step, loss=1.0)) for step in range(1, 4)])
+    svc = Service(
+        settings(status_seconds=0.5), NO_STALLS, clock=clock, broker=broker, sinks=[Receivers()]
+    )
+    svc.run(max_idle=2.0)
+    lines = [r.getMessage() for r in caplog.records if r.name == "streamwatch.live.service"]
+    assert "alerts: webhook: 0 delivered" in lines, lines

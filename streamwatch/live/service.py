@@ -255,6 +255,10 @@ class Service:
             interval=self.settings.status_seconds,
             group=self.settings.group,
         )
+        for sink in self._extra_sinks:  # the alert dispatcher: per receiver, what went out
+            status_line = getattr(sink, "status_line", None)
+            if status_line is not None:
+                log.info("%s", status_line())
 
     def _tick(self) -> None:
         """Stall checks: each run's silence since its last event arrived, on this clock."""
