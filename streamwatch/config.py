@@ -47,6 +47,24 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
+class TrendSettings(_Section):
+    """A break in a series' own trend (:class:`~streamwatch.detectors.TrendBreak`): each
+    value is predicted from the series ``lag`` steps earlier and its slope over the ``span``
+    steps before that; the departures, in noise sds, less ``slack`` a step, add up to a
+    finding at ``threshold``."""
+
+    lag: int = Field(10, ge=1, description="steps between the prediction's base and the value")
+    span: int = Field(20, ge=2, description="steps over which the run's own trend is measured")
+    slack: float = Field(
+        1.0, ge=0, description="noise sds a step a healthy curve may depart from its trend"
+    )
+    threshold: float = Field(
+        15.0, gt=0, description="summed departure (noise sds, net of slack) that is a finding"
+    )
+    clip: float = Field(4.0, gt=0, description="most noise sds one step adds (one blip is not one)")
+    settle: int = Field(20, ge=2, description="predictions that set the noise unit")
+
+
 class EntropySettings(_Section):
     warmup: int = Field(5, ge=2, description="steps whose median is the run's reference entropy")
     smoothing: float = Field(0.3, gt=0, le=1, description="EWMA weight of the newest value")
@@ -61,6 +79,16 @@ class EntropySettings(_Section):
     fall_min_ratio: float = Field(0.3, gt=0, lt=1, description="...and is already below ref x this")
     blowup_ratio: float = Field(1.6, gt=1, description="warning above ref x this")
     rebound_factor: float = Field(2.5, gt=1, description="warning above the run's minimum x this")
+    collapse_trend: TrendSettings = Field(
+        TrendSettings(threshold=15.0),
+        description="a collapse as a fall of the log smoothed entropy below its own trend "
+        "(healthy simulated runs reach 12 noise sds, the real runs 4)",
+    )
+    blowup_trend: TrendSettings = Field(
+        TrendSettings(threshold=25.0),
+        description="a blow-up as a climb of the log smoothed entropy above its own trend "
+        "(healthy simulated runs reach 19 noise sds, single-step blips; the real runs 0)",
+    )
 
 
 class RewardSettings(_Section):
@@ -73,11 +101,25 @@ class RewardSettings(_Section):
         0.01, ge=0, description="reference noise floor, as a fraction of the reward's range"
     )
     chaos_persist: int = Field(3, ge=1, description="consecutive steps above the ratio")
+    chaos_cusum_ratio: float = Field(
+        2.0, gt=1, description="noise growth (sd ratio) the chaos CUSUM is tuned to find"
+    )
+    chaos_cusum_threshold: float = Field(
+        20.0,
+        gt=0,
+        description="log-likelihood evidence of that growth that is chaos (healthy simulated "
+        "runs reach 16)",
+    )
     collapse_fraction: float = Field(
         0.3, gt=0, lt=1, description="drop from the peak, as a fraction of the peak's gain"
     )
     collapse_noise: float = Field(6.0, gt=0, description="...and at least this many noise sds")
     collapse_persist: int = Field(3, ge=1)
+    collapse_trend: TrendSettings = Field(
+        TrendSettings(threshold=18.0),
+        description="a collapse as a fall of the smoothed reward below its own trend "
+        "(healthy simulated runs reach 14 noise sds, the real runs 0)",
+    )
 
 
 class LengthSettings(_Section):
@@ -102,6 +144,22 @@ class LengthSettings(_Section):
     truncation_absolute_critical: float = Field(
         0.9, gt=0, le=1, description="...critical from the first step"
     )
+    explosion_trend: TrendSettings = Field(
+        TrendSettings(settle=40, threshold=30.0),
+        description="an explosion as a climb of the log smoothed length above its own trend "
+        "(healthy simulated runs reach 23 noise sds, with their slow wander; the real runs 2); "
+        "half of it is one too while the length grew half explosion_growth in the window",
+    )
+    collapse_trend: TrendSettings = Field(
+        TrendSettings(settle=40, threshold=18.0),
+        description="a collapse as a fall of the log smoothed length below its own trend "
+        "(healthy simulated runs reach 14 noise sds, the real runs 0)",
+    )
+    truncation_trend: TrendSettings = Field(
+        TrendSettings(settle=40, threshold=30.0),
+        description="truncation building up: a climb of the smoothed clip ratio above its own "
+        "trend (healthy simulated runs reach 26 noise sds, the real runs 4)",
+    )
 
 
 class SpikeSettings(_Section):
@@ -113,6 +171,12 @@ class SpikeSettings(_Section):
         1e4, gt=0, description="a grad norm this large is broken from the first step"
     )
     kl_ceiling: float = Field(10.0, gt=0, description="a KL estimate this large (|value|), too")
+    growth_trend: TrendSettings = Field(
+        TrendSettings(slack=0.5, threshold=25.0),
+        description="a grad norm that grows away from its own trend (the log of the "
+        "smoothed median of its last 5 values: isolated spikes do not count; healthy simulated "
+        "runs reach 22 noise sds, the real runs 2)",
+    )
 
 
 class HackingSettings(_Section):
@@ -154,10 +218,36 @@ class DriftSettings(_Section):
     warmup: int = Field(10, ge=3)
     delta: float = Field(0.002, gt=0, lt=1, description="ADWIN confidence")
     clock: int = Field(4, ge=1, description="ADWIN checks every this many updates")
+    min_effect_sds: float = Field(
+        4.0,
+        gt=0,
+        description="a change found by ADWIN counts beyond this many sds of the values "
+        "before it, from where their own trend was heading (healthy simulated runs reach 2.7, "
+        "the real runs 4.7)...",
+    )
+    min_relative: float = Field(
+        0.04,
+        ge=0,
+        description="...and beyond this fraction of its level (the real runs' largest change "
+        "beyond 4 sds, of host memory, is 3.5%)",
+    )
     severity: Severity = Severity.INFO
     ignore: tuple[str, ...] = Field(
-        ("training/global_step", "training/epoch", "epoch", "*learning_rate", "*/lr", "lr"),
-        description="metric globs that trend by design (counters, schedules): no drift check",
+        (
+            "training/global_step",
+            "training/epoch",
+            "epoch",
+            "*learning_rate",
+            "*/lr",
+            "lr",
+            "global_seqlen/*",
+            "*num_tokens*",
+            "prompt_length/*",
+            "response_length/*",
+        ),
+        description="metric globs with no drift check: counters and schedules trend by design; "
+        "token counts and sequence-length statistics follow the response length, which the "
+        "length checks watch",
     )
 
 
@@ -199,6 +289,22 @@ class StragglerSettings(_Section):
     behind_steps: int = Field(
         10, ge=1, description="a source this many steps further behind the run than usual"
     )
+    trend_warmup: int = Field(
+        10, ge=1, description="steps that set each source's usual offset and the ranks' spread"
+    )
+    trend_slack: float = Field(
+        1.0, ge=0, description="spreads a step a source may be slower than usual by chance"
+    )
+    trend_threshold: float = Field(
+        10.0,
+        gt=0,
+        description="summed slowness (spreads, net of slack) that is a straggler (healthy "
+        "simulated runs of 4 ranks reach 5)",
+    )
+    trend_ratio: float = Field(
+        1.1, gt=1, description="...if it is at least this many times slower than the median"
+    )
+    max_sources: int = Field(4096, ge=3, description="sources followed per series")
 
 
 class EngineConfig(_Section):

@@ -28,7 +28,7 @@ from streamwatch.checks import (
     screen,
 )
 from streamwatch.config import EngineConfig
-from streamwatch.detectors import Ewma, Persistence, SustainedShift, Window
+from streamwatch.detectors import Ewma, Persistence, SustainedShift, TrendBreak, Window
 from streamwatch.events import Event, Source
 from streamwatch.incidents import KINDS, Finding, Kind, Severity
 from streamwatch.monitor import Monitor
@@ -187,6 +187,10 @@ DETECTORS: dict[str, tuple[Callable[[], Any], Callable[[Any, float], object]]] =
     "sustained_shift": (
         lambda: SustainedShift("up", min_instances=5),
         lambda d, x: d.update(x),
+    ),
+    "trend_break": (
+        lambda: TrendBreak("up", lag=5, span=10, settle=10, threshold=6.0),
+        lambda d, x: (d.update(x), d.statistic),
     ),
 }
 STEP_STREAM = _noisy(100, 0.0, 0.3, 11) + _noisy(100, 3.0, 0.3, 12)

@@ -87,7 +87,9 @@ def test_healthy_runs_raise_no_warning() -> None:
 
 _LATE = "gradual ramps are caught late or not at all (benchmarks/detection.py)"
 #: Gradual kinds not yet detected in every run.
-_MISSED = frozenset({"reward_chaos", "length_explosion", "metric_spike", "metric_drift"})
+_MISSED: frozenset[str] = frozenset()
+#: Gradual kinds detected later than the target (median).
+_SLOW = frozenset({"reward_chaos", "reward_hacking", "no_learning_signal", "policy_mismatch"})
 
 
 def _gradual(kinds: frozenset[str]) -> list[object]:
@@ -105,7 +107,7 @@ def test_gradual_detected_in_every_run(kind: str) -> None:
     )
 
 
-@pytest.mark.parametrize("kind", _gradual(frozenset(GRADUAL_KINDS)))
+@pytest.mark.parametrize("kind", _gradual(_SLOW))
 def test_gradual_median_delay(kind: str) -> None:
     score = scored_gradual(kind)
     limit = MAX_MEDIAN_DELAY[kind]

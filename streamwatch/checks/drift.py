@@ -8,9 +8,14 @@ call and does, for each, what the check needs and no more.
 Each metric is a :class:`DriftColumn`. Its value, centred and scaled by its warm-up (median,
 robust sd), goes to river's ADWIN window (the compiled ``AdaptiveWindowing`` that
 ``river.drift.ADWIN.update`` wraps, called directly). A change ADWIN finds counts only if it
-is also large: within the next few steps the mean of the last few values differs from the
-median before them by 20% of its size. Healthy RL curves all trend, so a generic change is
-reported at the configured severity (info by default).
+is also large and new: within the next ``_CONFIRM`` steps the median of the last few values
+departs from where the values before the change were heading (their own trend, extrapolated
+only when it moves the same way as the change: healthy curves that fall or rise and settle
+are credited with their trend) by ``min_effect_sds`` of those values' sd and by
+``min_relative`` of their level. Of metrics that are copies of each other (the same values
+step after step: GRPO's ``critic/advantages/mean`` and ``critic/returns/mean``) only the
+first by name is reported. A generic change is reported at the configured severity (info
+by default).
 
 >>> from streamwatch.config import DriftSettings
 >>> col = DriftColumn("perf/mfu", "perf/mfu", DriftSettings(clock=1))
@@ -24,21 +29,24 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
-from statistics import fmean, median
+from collections.abc import Iterable, Mapping
+from statistics import median
+from typing import NamedTuple
 
 from river._river_rust.drift import AdaptiveWindowing
 
 from streamwatch.config import DriftSettings
 from streamwatch.incidents import Finding, Kind, Severity
 
-__all__ = ["DriftColumn", "screen"]
+__all__ = ["DriftColumn", "drop_copies", "screen"]
 
 KINDS: tuple[Kind, ...] = (Kind.METRIC_DRIFT,)
 
 _RECENT = 5
-_HISTORY = 30
-_MIN_RELATIVE = 0.2
+_CONFIRM = 15  # steps after a change found by ADWIN in which it may show its size
+_HISTORY = 60
+_SKIP = 10  # the last values at a change found by ADWIN: where the change is, not before it
+_MIN_BEFORE = 10  # values needed to know where the metric was heading
 # river.drift.ADWIN's defaults for what the settings do not name
 _MAX_BUCKETS = 5
 _MIN_WINDOW = 5
@@ -54,6 +62,7 @@ class DriftColumn:
         "history",
         "indicator",
         "metric",
+        "reference",
         "scale",
         "settings",
         "warm",
@@ -72,6 +81,7 @@ class DriftColumn:
         self.window = self._new_window()
         self.history: deque[float] = deque(maxlen=_HISTORY)
         self.armed = 0
+        self.reference: Reference | None = None
 
     def _new_window(self) -> AdaptiveWindowing:
         s = self.settings
@@ -93,31 +103,96 @@ class DriftColumn:
 
     def changed(self) -> None:
         """ADWIN found a change: a fresh window (as river's ADWIN starts one on its next
-        update), and the next few steps confirm the change's size."""
+        update); the values before the last ``_SKIP`` (where the change is) become the
+        reference, and the next ``_CONFIRM`` steps may show the change's size against it."""
         self.window = self._new_window()
-        self.armed = _RECENT
+        values = list(self.history)
+        self.reference = None
+        if len(values) >= _SKIP + _MIN_BEFORE:
+            self.reference = Reference.of(values[:-_SKIP])
+        self.armed = _CONFIRM if self.reference is not None else 0
 
     def confirm(self, step: int, x: float) -> Finding | None:
-        """One of the steps after a change: is it large?"""
+        """One of the steps after a change: is it large, and not where the series was
+        heading anyway?"""
         self.armed -= 1
-        values = list(self.history)
-        recent = fmean(values[-_RECENT:])
-        before = median(values[:-_RECENT]) if len(values) > _RECENT else recent
-        change = recent - before
+        ref = self.reference
+        assert ref is not None
+        history = self.history
+        # the median of the last values: one slow step (a checkpoint save) is not a shift
+        recent = sorted([history[-1], history[-2], history[-3], history[-4], history[-5]])[2]
+        # steps from the reference's newer half to the recent values' centre
+        ahead = ref.ahead + _SKIP + (_CONFIRM - 1 - self.armed) - (_RECENT - 1) / 2
+        expected = ref.expected(recent, ahead)
+        change = recent - expected
+        before = ref.level
         size = max(abs(before), abs(recent))
-        if abs(change) <= _MIN_RELATIVE * size or not math.isfinite(change):
+        s = self.settings
+        if not abs(change) > max(s.min_effect_sds * ref.noise, s.min_relative * size):
             return None
         self.armed = 0
-        rel = f"{change / abs(before):+.0%}" if before else "from zero"
+        rel = f"{(recent - before) / abs(before):+.0%}" if before else "from zero"
         return Finding(
             Kind.METRIC_DRIFT,
             self.indicator,
             self.metric,
-            Severity(self.settings.severity),
+            Severity(s.severity),
             step,
             f"{self.metric} shifted from ~{before:.4g} to ~{recent:.4g} ({rel})",
-            {"value": x, "before": before, "after": recent, "change": change},
+            {
+                "value": x,
+                "before": before,
+                "after": recent,
+                "expected": expected,
+                "change": change,
+                "noise_sd": ref.noise,
+                "change_sds": abs(change) / ref.noise if ref.noise else math.inf,
+            },
         )
+
+
+class Reference(NamedTuple):
+    """Where a metric was and where it was heading before a change.
+
+    ``level`` is the median of the values, ``newer`` that of their newer half and ``slope``
+    the step-to-step trend between the halves' medians; ``ahead`` is how many steps the last
+    value is past the newer half's centre; ``noise`` is the sd of the values (a trend only
+    makes it larger; a series that takes a few values, a batch maximum, changes by whole
+    jumps).
+
+    >>> ref = Reference.of([float(i % 2) for i in range(20)])
+    >>> ref.level, ref.noise, ref.expected(3.0, 10.0)
+    (0.5, 0.5, 0.5)
+    >>> falling = Reference.of([10.0 - i for i in range(20)])
+    >>> falling.newer, falling.expected(-2.0, 5.0), falling.expected(-12.0, 5.0)
+    (-4.5, -4.5, -9.5)
+    """
+
+    level: float
+    newer: float
+    slope: float
+    ahead: float
+    noise: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Reference | None:
+        n = len(values)
+        half = n // 2
+        older, newer = median(values[:half]), median(values[half:])
+        slope = (newer - older) / (n / 2.0)  # the halves' centres are n / 2 steps apart
+        mean = math.fsum(values) / n
+        sd = math.sqrt(math.fsum([(v - mean) ** 2 for v in values]) / n)
+        ref = cls(median(values), newer, slope, (n - half - 1) / 2.0, sd)
+        return ref if all(map(math.isfinite, ref)) else None
+
+    def expected(self, recent: float, ahead: float) -> float:
+        """Where the values were heading, ``ahead`` steps past the newer half's centre: its
+        level, or its trend extrapolated when the recent value moved the same way (and not
+        past it: a curve that settles is nothing new)."""
+        if self.slope * (recent - self.newer) <= 0.0:
+            return self.newer
+        heading = self.newer + self.slope * ahead
+        return recent if (recent - heading) * (recent - self.newer) < 0.0 else heading
 
 
 def screen(step: int, values: Iterable[tuple[DriftColumn, float]]) -> list[Finding]:
@@ -126,6 +201,7 @@ def screen(step: int, values: Iterable[tuple[DriftColumn, float]]) -> list[Findi
     The loop every generic value goes through: keep it short.
     """
     found: list[Finding] = []
+    cols: list[DriftColumn] = []
     for col, x in values:
         col.history.append(x)
         warm = col.warm
@@ -141,4 +217,43 @@ def screen(step: int, values: Iterable[tuple[DriftColumn, float]]) -> list[Findi
             finding = col.confirm(step, x)
             if finding is not None:
                 found.append(finding)
-    return found
+                cols.append(col)
+    return found if len(found) < 2 else _originals(found, cols)
+
+
+def _originals(found: list[Finding], cols: list[DriftColumn]) -> list[Finding]:
+    """The findings of one step without those of copies: of metrics whose recent values are
+    all the same, the first by name."""
+    kept: list[tuple[Finding, DriftColumn]] = []
+    for finding, col in sorted(zip(found, cols, strict=True), key=lambda fc: fc[0].metric):
+        if not any(col.history == other.history for _, other in kept):
+            kept.append((finding, col))
+    return [f for f, _ in kept]
+
+
+def drop_copies(found: list[Finding], metrics: Mapping[str, float]) -> list[Finding]:
+    """``found`` without the drift of a metric that is a copy, in this event, of another
+    metric (one the RL checks watch, say, or one that sorts before it among those found):
+    its value equals the other's exactly, and is not a whole number (0 and 1 coincide by
+    chance).
+
+    >>> from streamwatch.config import DriftSettings
+    >>> f = Finding(Kind.METRIC_DRIFT, "critic/rewards/mean", "critic/rewards/mean",
+    ...             Severity.INFO, 7, "shifted", {"value": 0.61})
+    >>> drop_copies([f], {"critic/score/mean": 0.61, "critic/rewards/mean": 0.61})
+    []
+    >>> len(drop_copies([f], {"critic/score/mean": 0.6, "critic/rewards/mean": 0.61}))
+    1
+    """
+    if not found:
+        return found
+    drifting = {f.metric for f in found}
+    kept = []
+    for f in found:
+        x = metrics.get(f.metric)
+        if x is not None and x != round(x):
+            twins = [m for m, v in metrics.items() if v == x and m != f.metric]
+            if any(m not in drifting or m < f.metric for m in twins):
+                continue
+        kept.append(f)
+    return kept

@@ -15,7 +15,7 @@ from statistics import median
 
 from streamwatch.checks.base import ratio
 from streamwatch.config import EntropySettings
-from streamwatch.detectors import Ewma, Persistence
+from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
 
 _FLOOR = 1e-9
@@ -38,6 +38,8 @@ class EntropyCheck:
         self.low = math.inf
         self._collapse = Persistence(2)
         self._blowup = Persistence(2)
+        self._falling = trend_break("down", settings.collapse_trend)
+        self._rising = trend_break("up", settings.blowup_trend)
 
     def update(self, step: int, x: float) -> list[Finding]:
         value = max(1.0 - x if self.invert else x, _FLOOR)
@@ -49,11 +51,14 @@ class EntropyCheck:
             return []
         self._recent.append(smooth)
         self.low = min(self.low, smooth)
+        log_smooth = math.log(smooth)
+        falling = self._falling.update(log_smooth)
+        rising = self._rising.update(log_smooth)
         found = []
-        collapse = self._judge_collapse(step, smooth, x)
+        collapse = self._judge_collapse(step, smooth, x, falling)
         if self._collapse.update(collapse is not None) and collapse is not None:
             found.append(collapse)
-        blowup = self._judge_blowup(step, smooth, x)
+        blowup = self._judge_blowup(step, smooth, x, rising)
         if self._blowup.update(blowup is not None) and blowup is not None:
             found.append(blowup)
         return found
@@ -70,7 +75,7 @@ class EntropyCheck:
     def _shown(self, v: float) -> float:
         return 1.0 - v if self.invert else v
 
-    def _judge_collapse(self, step: int, smooth: float, x: float) -> Finding | None:
+    def _judge_collapse(self, step: int, smooth: float, x: float, falling: bool) -> Finding | None:
         r = smooth / self.ref
         full = len(self._recent) == self._recent.maxlen
         fall = ratio(self._recent[0], smooth) if full else 1.0
@@ -81,10 +86,14 @@ class EntropyCheck:
         elif fall >= self.s.fall_factor and r < self.s.fall_min_ratio:
             severity = Severity.WARNING
             why = f"fell {fall:.1f}x in {self.s.fall_window} steps to {r:.3f}x its start"
+        elif falling:
+            severity = Severity.WARNING
+            why = f"is falling faster than its own trend ({r:.3f}x its start)"
         else:
             return None
         evidence = self._evidence(smooth, x)
         evidence["fall_in_window"] = fall
+        evidence["trend_break_sds"] = self._falling.statistic
         what = "entropy collapsing"
         if self.invert:
             what += " (token probability rising towards 1)"
@@ -98,18 +107,21 @@ class EntropyCheck:
             evidence,
         )
 
-    def _judge_blowup(self, step: int, smooth: float, x: float) -> Finding | None:
+    def _judge_blowup(self, step: int, smooth: float, x: float, rising: bool) -> Finding | None:
         above_start = smooth / self.ref
         above_low = smooth / self.low
         if above_start > self.s.blowup_ratio:
             why = f"is {above_start:.2f}x its start"
         elif above_low > self.s.rebound_factor:
             why = f"climbed {above_low:.2f}x above the run's minimum"
+        elif rising:
+            why = f"is climbing away from its own trend ({above_low:.2f}x the run's minimum)"
         else:
             return None
         severity = Severity.CRITICAL if above_start > 2 * self.s.blowup_ratio else Severity.WARNING
         evidence = self._evidence(smooth, x)
         evidence["ratio_to_minimum"] = above_low
+        evidence["trend_break_sds"] = self._rising.statistic
         return Finding(
             Kind.ENTROPY_BLOWUP,
             self.indicator,

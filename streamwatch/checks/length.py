@@ -1,12 +1,15 @@
 """Response length: explosion, collapse, and truncation saturation.
 
 Healthy length drifts slowly (it may grow 2x over thousands of steps). An explosion grows
-fast: the check measures growth of the smoothed length over a window and feeds river's
-Page-Hinkley with the per-step log growth in noise-sd units, so only a sustained climb
-accumulates; a slower one is a length that doubled within ``explosion_long_window`` steps
-(healthy simulated runs grow at most 1.24x in 30 steps, the real runs 1.06x). A collapse
-falls far below the run's peak. Truncation saturation is the clip ratio heading to 1: every
-completion hits the max length and the run learns nothing.
+fast: the check measures growth of the smoothed length over a window (or half that growth
+with half the trend evidence below); a slower one is a
+length that doubled within ``explosion_long_window`` steps (healthy simulated runs grow at
+most 1.24x in 30 steps, the real runs 1.06x), or, from its first steps, a climb of the log
+smoothed length away from the run's own trend (:class:`~streamwatch.detectors.TrendBreak`:
+the healthy drift is extrapolated, a new climb adds up step after step). A collapse falls far
+below the run's peak, or below the run's own trend in the same way. Truncation saturation is
+the clip ratio heading to 1: every completion hits the max length and the run learns
+nothing; a clip ratio that climbs away from its own trend is the same failure building up.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections import deque
 from statistics import median
 
 from streamwatch.config import LengthSettings
-from streamwatch.detectors import Ewma, Persistence, SustainedShift, Window
+from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
 
 _FLOOR = 1e-9
@@ -34,9 +37,8 @@ class LengthCheck:
         self._smooth = Ewma(settings.smoothing)
         self._recent: deque[float] = deque(maxlen=settings.growth_window + 1)
         self._long: deque[float] = deque(maxlen=settings.explosion_long_window + 1)
-        self._steps = Window(30)
-        self._last_log = math.nan
-        self._shift = SustainedShift("up")
+        self._rising = trend_break("up", settings.explosion_trend)
+        self._falling = trend_break("down", settings.collapse_trend)
         self.peak = -math.inf
         self._explode = Persistence(2)
         self._collapse = Persistence(2)
@@ -44,37 +46,37 @@ class LengthCheck:
     def update(self, step: int, x: float) -> list[Finding]:
         value = max(x, _FLOOR)
         smooth = self._smooth.update(value)
-        log_x = math.log(value)
-        step_growth = log_x - self._last_log
-        self._last_log = log_x
+        log_smooth = math.log(smooth)
+        rising = self._rising.update(log_smooth)
+        falling = self._falling.update(log_smooth)
         if len(self._warm) < self.s.warmup:
             self._warm.append(value)
             if len(self._warm) == self.s.warmup:
                 self.ref = median(self._warm)
-            self._steps.update(step_growth)
             return []
-        noise = max(self._steps.robust_sd(), 1e-3)
-        ph = self._shift.update(step_growth / noise)
-        self._steps.update(step_growth)
         self._recent.append(smooth)
         self._long.append(smooth)
         self.peak = max(self.peak, smooth)
         found = []
-        explosion = self._judge_explosion(step, x, smooth, ph)
+        explosion = self._judge_explosion(step, x, smooth, rising)
         if self._explode.update(explosion is not None) and explosion is not None:
             found.append(explosion)
-        collapse = self._judge_collapse(step, x, smooth)
+        collapse = self._judge_collapse(step, x, smooth, falling)
         if self._collapse.update(collapse is not None) and collapse is not None:
             found.append(collapse)
         return found
 
-    def _judge_explosion(self, step: int, x: float, smooth: float, ph: bool) -> Finding | None:
+    def _judge_explosion(self, step: int, x: float, smooth: float, rising: bool) -> Finding | None:
         growth = smooth / self._recent[0]
         to_ref = smooth / self.ref
+        # a climb with half the evidence, but fast: half the window's growth threshold
+        climbing = self._rising.statistic > self.s.explosion_trend.threshold / 2
         if growth >= self.s.explosion_growth:
             why = f"grew {growth:.2f}x in {len(self._recent) - 1} steps"
-        elif ph and growth >= 1.0 + (self.s.explosion_growth - 1.0) / 2:
+        elif climbing and growth >= 1.0 + (self.s.explosion_growth - 1.0) / 2:
             why = f"is climbing steadily ({growth:.2f}x in {len(self._recent) - 1} steps)"
+        elif rising:
+            why = f"is climbing away from its own trend ({growth:.2f}x in a window)"
         elif smooth >= self.s.explosion_long_growth * (low := min(self._long)):
             since = len(self._long) - 1 - self._long.index(low)
             growth = smooth / low
@@ -95,13 +97,17 @@ class LengthCheck:
                 "reference": self.ref,
                 "growth_in_window": growth,
                 "ratio_to_reference": to_ref,
-                "page_hinkley": ph,
+                "trend_break_sds": self._rising.statistic,
             },
         )
 
-    def _judge_collapse(self, step: int, x: float, smooth: float) -> Finding | None:
+    def _judge_collapse(self, step: int, x: float, smooth: float, falling: bool) -> Finding | None:
         r = smooth / self.peak
-        if r >= self.s.collapse_ratio:
+        if r < self.s.collapse_ratio:
+            why = f"is {r:.2f}x its peak"
+        elif falling:
+            why = f"is falling away from its own trend ({r:.2f}x its peak)"
+        else:
             return None
         severity = Severity.CRITICAL if r < self.s.collapse_ratio / 2 else Severity.WARNING
         return Finding(
@@ -110,8 +116,14 @@ class LengthCheck:
             self.metric,
             severity,
             step,
-            f"response length collapsing: {self.metric} is {r:.2f}x its peak",
-            {"value": x, "smoothed": smooth, "peak": self.peak, "ratio_to_peak": r},
+            f"response length collapsing: {self.metric} {why}",
+            {
+                "value": x,
+                "smoothed": smooth,
+                "peak": self.peak,
+                "ratio_to_peak": r,
+                "trend_break_sds": self._falling.statistic,
+            },
         )
 
 
@@ -126,10 +138,12 @@ class TruncationCheck:
         self.baseline = math.nan
         self._smooth = Ewma(settings.smoothing)
         self._high = Persistence(2)
+        self._rising = trend_break("up", settings.truncation_trend)
 
     def update(self, step: int, x: float) -> list[Finding]:
         smooth = self._smooth.update(x)
         s = self.s
+        rising = self._rising.update(smooth)
         warming = len(self._warm) < s.warmup
         if warming:
             self._warm.append(x)
@@ -145,7 +159,7 @@ class TruncationCheck:
         rise = smooth - self.baseline
         if smooth >= s.truncation_critical:
             severity = Severity.CRITICAL
-        elif smooth >= s.truncation_warning and rise >= s.truncation_rise:
+        elif (smooth >= s.truncation_warning and rise >= s.truncation_rise) or rising:
             severity = Severity.WARNING
         else:
             self._high.update(False)
@@ -155,7 +169,7 @@ class TruncationCheck:
         return self._found(step, x, smooth, severity)
 
     def _found(self, step: int, x: float, smooth: float, severity: Severity) -> list[Finding]:
-        evidence = {"value": x, "smoothed": smooth}
+        evidence = {"value": x, "smoothed": smooth, "trend_break_sds": self._rising.statistic}
         baseline = "from the start"
         if self.baseline == self.baseline:  # known once warmed up
             evidence.update(baseline=self.baseline, rise=smooth - self.baseline)

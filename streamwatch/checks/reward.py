@@ -9,8 +9,17 @@ on step-to-step differences (|x[t] - x[t-1]|, second differences) swing 3x on he
 curves by chance, with the sample autocorrelation of a short window; ADWIN on the raw
 |difference| finds the change, but ~60 steps late.
 
+A slow rise of the noise never makes a window 3x noisier before it is far along: beside
+the windows, a CUSUM of the log-likelihood ratio of "the noise sd is ``chaos_cusum_ratio``
+times the run's own" over each step's second difference (x[t] - 2 x[t-1] + x[t-2], blind to
+a straight trend; its square in units of the run's noise clipped at 9, so one outlier is not
+chaos) adds the evidence of every step; above ``chaos_cusum_threshold`` it is chaos too.
+
 Collapse: the smoothed reward falls well below its peak, by a fraction of what the run had
-gained and by many noise sds, for several steps in a row.
+gained and by many noise sds, for several steps in a row; or, sooner for a slow slide, it
+falls away from the run's own trend step after step
+(:class:`~streamwatch.detectors.TrendBreak`: a rising reward is credited with its rise only
+as a level, a falling one with its fall).
 """
 
 from __future__ import annotations
@@ -19,11 +28,12 @@ import math
 from collections import deque
 
 from streamwatch.config import RewardSettings
-from streamwatch.detectors import Ewma, Persistence, Window
+from streamwatch.detectors import Ewma, Persistence, Window, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
 
 _TINY = 1e-12
 _MIN_REFERENCE = 10
+_CLIP_SQUARE = 9.0  # most a second difference's square (in noise units) counts
 
 
 def detrended_sd(values: deque[float]) -> float:
@@ -72,11 +82,15 @@ class RewardCheck:
         self.peak = -math.inf
         self.peak_step = -1
         self._chaos = Persistence(settings.chaos_persist)
+        self._prev = (math.nan, math.nan)  # the two values before this one
+        self.chaos_evidence = 0.0  # the CUSUM of the noise growing
         self._collapse = Persistence(settings.collapse_persist)
+        self._falling = trend_break("down", settings.collapse_trend)
 
     def update(self, step: int, x: float) -> list[Finding]:
         self.n += 1
         smooth = self._smooth.update(x)
+        falling = self._falling.update(smooth)
         self.low = min(self.low, smooth)
         self.high = max(self.high, smooth)
         self._recent.append(x)
@@ -92,12 +106,28 @@ class RewardCheck:
         if smooth > self.peak:
             self.peak, self.peak_step = smooth, step
         if not math.isnan(self.noise):
-            collapse = self._judge_collapse(step, x, smooth)
+            collapse = self._judge_collapse(step, x, smooth, falling)
             if collapse is not None:
                 found.append(collapse)
         return found
 
+    def _noisier(self, x: float) -> bool:
+        """One step's evidence that the noise grew (second difference against the run's
+        noise); True while the CUSUM is above its threshold."""
+        a, b = self._prev
+        self._prev = (b, x)
+        noise = self.noise
+        if a != a or noise != noise:
+            return False
+        e = x - 2.0 * b + a  # variance 6 sd^2 for independent noise
+        u = min(e * e / (6.0 * noise * noise), _CLIP_SQUARE)
+        rho = self.s.chaos_cusum_ratio
+        stat = self.chaos_evidence + 0.5 * (u * (1.0 - 1.0 / rho) - math.log(rho))
+        self.chaos_evidence = stat = max(stat, 0.0)
+        return stat > self.s.chaos_cusum_threshold
+
     def _judge_chaos(self, step: int, x: float) -> Finding | None:
+        noisier = self._noisier(x)
         recent = detrended_sd(self._recent)
         if len(self._reference) >= _MIN_REFERENCE:
             self.noise = max(self._reference.median(), _TINY)
@@ -115,7 +145,7 @@ class RewardCheck:
             figure, was_alarm = self._waiting.popleft()
             if not was_alarm:
                 self._reference.update(figure)
-        if not self._chaos.update(alarm):
+        if not self._chaos.update(alarm) and not noisier:
             return None
         severity = Severity.CRITICAL if r > 2 * self.s.chaos_ratio else Severity.WARNING
         return Finding(
@@ -132,19 +162,23 @@ class RewardCheck:
                 "reference_noise_sd": floor,
                 "noise_ratio": r,
                 "window": self.s.chaos_window,
+                "noise_growth_evidence": self.chaos_evidence,
             },
             onset_step=step - self._chaos.streak - self.s.chaos_window // 2,
         )
 
-    def _judge_collapse(self, step: int, x: float, smooth: float) -> Finding | None:
+    def _judge_collapse(self, step: int, x: float, smooth: float, falling: bool) -> Finding | None:
         drop = self.peak - smooth
         gain = max(self.peak - self.start, 0.0)
         noise = self.noise
         frac = drop / gain if gain > _TINY else math.inf
         down = drop > self.s.collapse_fraction * gain and drop > self.s.collapse_noise * noise
-        if not self._collapse.update(down):
+        held = self._collapse.update(down)
+        if not held and not falling:
             return None
-        severity = Severity.CRITICAL if frac > 2 * self.s.collapse_fraction else Severity.WARNING
+        # a fall below the run's own trend alone is a warning, however far from the peak
+        far = held and frac > 2 * self.s.collapse_fraction
+        severity = Severity.CRITICAL if far else Severity.WARNING
         return Finding(
             Kind.REWARD_COLLAPSE,
             self.indicator,
@@ -161,6 +195,7 @@ class RewardCheck:
                 "drop": drop,
                 "drop_fraction_of_gain": frac,
                 "noise_sd": noise,
+                "trend_break_sds": self._falling.statistic,
             },
             onset_step=self.peak_step,
         )

@@ -5,23 +5,33 @@ A value far from the recent median (in robust sds, and a multiple of the median'
 step), do not count: the median and MAD of the window ignore them. A grad norm or KL
 beyond its ceiling (``grad_norm_ceiling``, ``kl_ceiling``: far above the largest value of
 healthy real and simulated runs) is a finding at once, from the first step: a run whose grad
-norm is 3e9 from step 1 never jumps, so no comparison with its past would see it.
+norm is 3e9 from step 1 never jumps, so no comparison with its past would see it. A grad
+norm that grows slowly (no step is far from the recent median) is found as a climb
+away from the run's own trend (:class:`~streamwatch.detectors.TrendBreak` on the log of the
+smoothed median of the last 5 values, so the isolated spikes of healthy runs do not count).
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 
 from streamwatch.config import SpikeSettings
-from streamwatch.detectors import Persistence, Window
+from streamwatch.detectors import Persistence, Window, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
+from streamwatch.indicators import Indicator
 
 
 class SpikeCheck:
     kinds: tuple[Kind, ...] = (Kind.METRIC_SPIKE,)
 
     def __init__(
-        self, indicator: str, metric: str, settings: SpikeSettings, ceiling: float | None = None
+        self,
+        indicator: str,
+        metric: str,
+        settings: SpikeSettings,
+        ceiling: float | None = None,
+        growth: bool | None = None,
     ) -> None:
         self.indicator = indicator
         self.metric = metric
@@ -30,8 +40,21 @@ class SpikeCheck:
         self._window = Window(settings.window)
         self._spiking = Persistence(settings.persist)
         self.first_step = -1
+        # the grad norm (by default) is also watched for slow growth: a healthy KL grows
+        # 10-50x early in a run, a loss is signed
+        if growth is None:
+            growth = indicator == Indicator.GRAD_NORM.value
+        self._growth = trend_break("up", settings.growth_trend) if growth else None
+        self._smooth = math.nan  # EWMA (weight 0.3) of the median of the last 5 values
+        self._last: deque[float] = deque(maxlen=5)  # the last values, this one included
+        self._growing = False
 
     def update(self, step: int, x: float) -> list[Finding]:
+        if self._growth is not None:
+            grown = self._grown(step, x)
+            if grown is not None:
+                self._window.update(x)
+                return [grown]
         w = self._window
         ceiling = self.ceiling
         if ceiling is not None and abs(x) >= ceiling:
@@ -89,4 +112,30 @@ class SpikeCheck:
             f"{self.metric} is {x:.4g}, beyond any healthy run's (ceiling {ceiling:.4g})",
             {"value": x, "ceiling": ceiling, "times_ceiling": abs(x) / ceiling},
             onset_step=step,
+        )
+
+    def _grown(self, step: int, x: float) -> Finding | None:
+        """A magnitude climbing away from its own trend, from the second warning on."""
+        growth = self._growth
+        assert growth is not None
+        if x <= 0.0:  # a signed estimate: only the spike test applies
+            self._growth = None
+            return None
+        last = self._last
+        last.append(x)
+        if len(last) < 5:
+            return None
+        mid = sorted(last)[2]
+        smooth = self._smooth
+        self._smooth = smooth = mid if smooth != smooth else smooth + 0.3 * (mid - smooth)
+        if not growth.update(math.log(smooth)):
+            return None
+        return Finding(
+            Kind.METRIC_SPIKE,
+            self.indicator,
+            self.metric,
+            Severity.WARNING,
+            step,
+            f"{self.metric} growing away from its own trend: {x:.4g}",
+            {"value": x, "trend_break_sds": growth.statistic},
         )

@@ -1,0 +1,136 @@
+"""A break in a series' own trend, found by a one-sided CUSUM of the departure from it."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streamwatch.config import TrendSettings
+
+_SD_PER_MEAN_ABS = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian noise
+
+
+class TrendBreak:
+    """One-sided CUSUM of how far a series left the path its own recent trend predicts.
+
+    Healthy RL curves trend (entropy falls 3-8x and settles, length drifts), so a detector
+    fed the raw value fires on the trend itself. This one predicts each value from the
+    series ``lag`` steps ago and the slope over the ``span`` steps before that, and sums the
+    departures (in noise units, clipped at ``clip`` so one blip cannot trip it, less
+    ``slack`` a step) in the direction ``mode`` ("up" or "down"). Only a trend that already
+    moved that way is extrapolated: a falling curve predicts a fall for a "down" detector
+    and its last level for an "up" one. Healthy curves decelerate (a fall or a rise that
+    settles), so the prediction errs on their safe side; a fault's new climb or fall adds
+    up step after step. The noise unit is the mean absolute departure (as a Gaussian sd)
+    over the first ``settle`` predictions, then followed slowly (weight ``1 / settle``)
+    while the sum is at 0 (no evidence), so a fault does not teach it its own size.
+
+    The input is whatever scale the change is additive in: the log of a smoothed length or
+    entropy, a reward as it is. ``update`` returns True while the sum is above
+    ``threshold``; ``statistic`` is the sum.
+
+    >>> t = TrendBreak("down", lag=5, span=10, settle=10, threshold=6.0)
+    >>> flat = [0.01 * ((i * 7) % 5 - 2) for i in range(40)]
+    >>> [t.update(y) for y in flat].count(True)
+    0
+    >>> [t.update(-0.05 * k) for k in range(1, 15)].index(True)
+    3
+    """
+
+    __slots__ = (
+        "_abs",
+        "clip",
+        "lag",
+        "mode",
+        "n",
+        "ring",
+        "scale",
+        "settle",
+        "sign",
+        "slack",
+        "span",
+        "statistic",
+        "threshold",
+    )
+
+    def __init__(
+        self,
+        mode: str,
+        *,
+        lag: int = 10,
+        span: int = 20,
+        slack: float = 0.5,
+        threshold: float = 10.0,
+        clip: float = 4.0,
+        settle: int = 20,
+    ) -> None:
+        if mode not in ("up", "down"):
+            raise ValueError(f"mode must be 'up' or 'down', got {mode!r}")
+        if lag < 1 or span < 1 or settle < 1:
+            raise ValueError("lag, span and settle must be >= 1")
+        self.mode = mode
+        self.sign = 1.0 if mode == "up" else -1.0
+        self.lag = lag
+        self.span = span
+        self.slack = slack
+        self.threshold = threshold
+        self.clip = clip
+        self.settle = settle
+        self.ring: deque[float] = deque(maxlen=lag + span + 1)
+        self.n = 0
+        self._abs = 0.0
+        self.scale = math.nan
+        self.statistic = 0.0
+
+    def update(self, y: float) -> bool:
+        """Feed one value; True while the evidence of a break is above the threshold."""
+        if y - y != 0.0:  # nan or inf: ignored
+            return False
+        ring = self.ring
+        ring.append(y)
+        n = self.n
+        if n < self.settle and len(ring) <= self.lag + self.span:
+            return False
+        # the departure from the prediction, in the direction watched
+        then = ring[self.span]
+        slope = (then - ring[0]) / self.span
+        if self.sign > 0.0:
+            r = y - then - (slope * self.lag if slope > 0.0 else 0.0)
+        else:
+            r = then - y + (slope * self.lag if slope < 0.0 else 0.0)
+        a = (r if r > 0.0 else -r) * _SD_PER_MEAN_ABS  # its size, as a Gaussian sd
+        if n < self.settle:
+            self.n = n = n + 1
+            self._abs += a
+            if n == self.settle:
+                self.scale = self._abs / n
+            return False
+        scale = self.scale
+        if scale <= 0.0:  # a constant series so far: its first departure sets the unit
+            self.scale = a
+            return False
+        z = r / scale
+        stat = self.statistic + (z if z < self.clip else self.clip) - self.slack
+        if stat <= 0.0:
+            stat = 0.0
+            if a > 4.0 * scale:
+                a = 4.0 * scale
+            self.scale = scale + (a - scale) / self.settle
+        self.statistic = stat
+        return stat > self.threshold
+
+
+def trend_break(mode: str, settings: TrendSettings) -> TrendBreak:
+    """A :class:`TrendBreak` with its hyper-parameters from config."""
+    s = settings
+    return TrendBreak(
+        mode,
+        lag=s.lag,
+        span=s.span,
+        slack=s.slack,
+        threshold=s.threshold,
+        clip=s.clip,
+        settle=s.settle,
+    )
