@@ -111,7 +111,7 @@ class Monitor:
                 nonfinite += 1
             run.value(s, src, step, x, origin)
         if generic:
-            run.screened(step, generic)
+            run.screened(step, generic, metrics)
         run.end_event(step)
         stats = self.stats
         stats.events += 1

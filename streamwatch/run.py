@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 from bisect import insort
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from streamwatch.checks import (
@@ -28,6 +29,7 @@ from streamwatch.checks import (
     StallCheck,
     StragglerCheck,
     TruncationCheck,
+    drop_copies,
     is_component,
     screen,
 )
@@ -374,10 +376,13 @@ class RunState:
         if s.special:
             self._close_special(s, step, x)
 
-    def screened(self, step: int, values: list[tuple[DriftColumn, float]]) -> None:
-        """One step's generic values of a run, screened together; with drift incidents
-        open, the columns that saw health count towards resolving theirs."""
-        found = screen(step, values)
+    def screened(
+        self, step: int, values: list[tuple[DriftColumn, float]], metrics: Mapping[str, float]
+    ) -> None:
+        """One step's generic values of a run, screened together (a drift of a metric that is
+        a copy of another of the event's is no finding); with drift incidents open, the
+        columns that saw health count towards resolving theirs."""
+        found = drop_copies(screen(step, values), metrics)
         for finding in found:
             self.fire(finding)
         if not self.book.open:

@@ -248,3 +248,23 @@ def test_healthy_simulated_runs_raise_no_incident_at_all(seed: int) -> None:
     incidents = replay_spec(healthy_spec(f"healthy-{seed}", seed))
     fired = [i for i in incidents if i.status is Status.FIRING]
     assert fired == [], [f"{i.step} {i.kind} {i.metric}: {i.message}" for i in fired]
+
+
+def test_a_generic_copy_of_an_rl_metric_raises_no_drift_in_the_engine() -> None:
+    """verl logs ``critic/rewards/mean`` equal to ``critic/score/mean`` when the reward has
+    no KL term: the train reward's checks watch the one, the copy must not drift alone."""
+    from streamwatch.events import Event
+    from streamwatch.monitor import Monitor
+
+    rng = random.Random(5)
+    monitor = Monitor()
+    kinds = []
+    for step in range(1, 200):
+        level = 0.3 if step < 100 else 0.6
+        x = level + rng.gauss(0.0, 0.01)
+        metrics = {"critic/score/mean": x, "critic/rewards/mean": x, "perf/mfu": 0.4}
+        kinds += [
+            (u.kind, u.metric)
+            for u in monitor.process(Event(run_id="r", step=step, metrics=metrics))
+        ]
+    assert ("metric_drift", "critic/rewards/mean") not in kinds

@@ -2,7 +2,7 @@
 
 from streamwatch.checks.base import Check
 from streamwatch.checks.components import ComponentsCheck, is_component
-from streamwatch.checks.drift import DriftColumn, screen
+from streamwatch.checks.drift import DriftColumn, drop_copies, screen
 from streamwatch.checks.entropy import EntropyCheck
 from streamwatch.checks.hacking import HackingCheck
 from streamwatch.checks.lag import LagCheck
@@ -31,6 +31,7 @@ __all__ = [
     "StallCheck",
     "StragglerCheck",
     "TruncationCheck",
+    "drop_copies",
     "is_component",
     "screen",
 ]
