@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import threading
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -606,3 +607,41 @@ def test_the_status_line_carries_the_alert_sinks_own_line(caplog: pytest.LogCapt
     svc.run(max_idle=2.0)
     lines = [r.getMessage() for r in caplog.records if r.name == "streamwatch.live.service"]
     assert "alerts: webhook: 0 delivered" in lines, lines
+
+
+def test_metrics_count_alert_messages_per_receiver(tmp_path: Path) -> None:
+    """A real dispatcher delivering to a real HTTP receiver on 127.0.0.1: ``/metrics`` says,
+    per receiver, what was delivered and what waits."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from streamwatch.alerting.config import AlertingConfig
+    from streamwatch.alerting.dispatcher import Dispatcher
+    from streamwatch.alerting.testing import RecordingReceiver, incident
+    from streamwatch.live.metrics import _ServiceCollector
+    from streamwatch.live.vitals import Vitals
+
+    with RecordingReceiver() as rx:
+        config = AlertingConfig.model_validate(
+            {"receivers": [{"name": "hook", "type": "webhook", "url": rx.url}], "group_wait": 0.0}
+        )
+        dispatcher = Dispatcher(config, state_dir=tmp_path)
+        try:
+            for run in ("a", "b"):
+                dispatcher.send(incident(run, "metric_spike", step=3))
+            assert rx.wait_for(lambda r: len(r.accepted()) == 2, timeout=10.0)
+            vitals = Vitals(ServiceCounts(), ManualClock(), [dispatcher])
+            delivered = ("hook", "delivered")
+            deadline = time.monotonic() + 10.0  # the receiver answers before the count moves
+            while vitals.alert_receivers().get(delivered, 0) < 2 and time.monotonic() < deadline:
+                vitals.measure(runs=0, firing=0, partitions=0, checkpoint_age=0.0)
+                time.sleep(0.02)
+            registry = CollectorRegistry(auto_describe=False)
+            registry.register(_ServiceCollector(vitals))
+            got = samples(generate_latest(registry).decode())
+        finally:
+            dispatcher.close()
+    assert (
+        got[("streamwatch_alert_messages_total", (("receiver", "hook"), ("state", "delivered")))]
+        == 2
+    )
+    assert got[("streamwatch_alert_pending_messages", (("receiver", "hook"),))] == 0

@@ -8,9 +8,10 @@ Metric names (all prefixed ``streamwatch_``): counters ``events_total``, ``value
 ``problems_total{stage}``, ``dead_letters_total{reason}``, ``engine_errors_total``,
 ``incident_updates_total{kind,severity,status}``, ``duplicates_dropped_total``,
 ``skipped_messages_total``, ``runs_restored_total``, ``runs_fresh_total``, ``commits_total``,
-``checkpoint_bytes_total``, ``alert_outcomes_total{action}``; gauges
+``checkpoint_bytes_total``, ``alert_outcomes_total{action}``,
+``alert_messages_total{receiver,state}`` (delivered, failed, set_aside); gauges
 ``consumer_lag_messages``, ``runs_watched``, ``incidents_firing``, ``partitions_owned``,
-``checkpoint_age_seconds``, ``up`` (1 while healthy).
+``checkpoint_age_seconds``, ``alert_pending_messages{receiver}``, ``up`` (1 while healthy).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class Observed(Protocol):
         ...
 
     def alert_outcomes(self) -> Mapping[str, int]: ...
+
+    def alert_receivers(self) -> Mapping[tuple[str, str], int]: ...
 
     def health(self) -> tuple[bool, dict[str, Any]]: ...
 
@@ -89,6 +92,22 @@ class _ServiceCollector(Collector):
         yield _labelled(
             "alert_outcomes", "alert messages by outcome", ["action"], self.service.alert_outcomes()
         )
+        receivers = self.service.alert_receivers()
+        yield _labelled(
+            "alert_messages",
+            "alert messages per receiver: delivered, failed, set aside",
+            ["receiver", "state"],
+            {k: n for k, n in receivers.items() if k[1] != "pending"},
+        )
+        pending = GaugeMetricFamily(
+            "streamwatch_alert_pending_messages",
+            "alert messages per receiver waiting to go out (queued or spooled)",
+            labels=["receiver"],
+        )
+        for (name, state), n in sorted(receivers.items()):
+            if state == "pending":
+                pending.add_metric([name], n)
+        yield pending
         gauges = {"consumer_lag_messages": float(c.lag), **self.service.gauges()}
         ok, _ = self.service.health()
         gauges["up"] = 1.0 if ok else 0.0

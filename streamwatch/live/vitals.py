@@ -30,6 +30,7 @@ class Vitals:
         self._beat: float | None = None
         self._gauges: dict[str, float] = {}
         self._alerts: dict[str, int] = {}
+        self._receivers: dict[tuple[str, str], int] = {}
 
     # -- the loop's side ------------------------------------------------------------------------
     def beat(self) -> None:
@@ -44,6 +45,23 @@ class Vitals:
             "checkpoint_age_seconds": checkpoint_age,
         }
         self._alerts = self._alert_outcomes()
+        self._receivers = self._receiver_counts()
+
+    def _receiver_counts(self) -> dict[tuple[str, str], int]:
+        from streamwatch.alerting.dispatcher import Dispatcher
+
+        out: dict[tuple[str, str], int] = {}
+        for sink in self.sinks:
+            if isinstance(sink, Dispatcher):
+                for r in sink.status():
+                    for state, n in (
+                        ("delivered", r.delivered),
+                        ("failed", r.failed),
+                        ("set_aside", r.set_aside),
+                        ("pending", r.pending),
+                    ):
+                        out[(r.name, state)] = out.get((r.name, state), 0) + n
+        return out
 
     def _alert_outcomes(self) -> dict[str, int]:
         from streamwatch.alerting.dispatcher import Dispatcher
@@ -68,6 +86,11 @@ class Vitals:
         """Alert messages by outcome (delivered, failed, spooled, skipped), over every alert
         dispatcher among the sinks."""
         return dict(self._alerts)
+
+    def alert_receivers(self) -> dict[tuple[str, str], int]:
+        """Per (receiver, state): messages delivered, failed (refused for good), set aside
+        (after their retries) and pending (queued or spooled), as the loop last read them."""
+        return dict(self._receivers)
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """Healthy: running, its loop coming round, the broker reachable."""
