@@ -19,7 +19,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from faults_kafka import BOOTSTRAP, ROOT, _kafka, _running
+from faults_kafka import BOOTSTRAP, ROOT, _kafka, _running, records
 
 from streamwatch.monitor import Monitor
 from streamwatch.simulate import Fault, RunSpec, simulate
@@ -58,26 +58,12 @@ def _expected(specs: list[RunSpec]) -> Counter[Key]:
 
 
 def _incidents(topic: str) -> tuple[Counter[Key], Counter[str]]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer: Any = KafkaConsumer(bootstrap_servers=BOOTSTRAP, group_id=None)
     got: Counter[Key] = Counter()
     kinds: Counter[str] = Counter()
-    try:
-        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-        consumer.assign(parts)
-        consumer.seek_to_beginning()
-        total = sum(consumer.end_offsets(parts).values())
-        seen, deadline = 0, time.monotonic() + 120
-        while seen < total and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=500).values():
-                for record in batch:
-                    seen += 1
-                    inc = json.loads(record.value)
-                    kinds[inc["kind"]] += 1
-                    got[_key(inc)] += 1
-    finally:
-        consumer.close()
+    for record in records(topic):
+        inc = json.loads(record.value)
+        kinds[inc["kind"]] += 1
+        got[_key(inc)] += 1
     return got, kinds
 
 

@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,27 +70,32 @@ def _publish(pub: Publisher, stop: threading.Event, rate: float) -> None:
         time.sleep(1.0 / rate)
 
 
-def _read_back(topic: str) -> Counter[tuple[str, int, int, bool]]:
-    """(run, rank, step, end-of-run marker) -> times stored."""
+def records(topic: str, seconds: float = 120.0) -> Iterator[Any]:
+    """Every record of ``topic``, from its start to its end now (or until ``seconds``)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer: Any = KafkaConsumer(bootstrap_servers=BOOTSTRAP, group_id=None)
-    stored: Counter[tuple[str, int, int, bool]] = Counter()
     try:
-        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
+        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
         consumer.assign(parts)
         consumer.seek_to_beginning()
         total = sum(consumer.end_offsets(parts).values())
-        seen, deadline = 0, time.monotonic() + 120
+        seen, deadline = 0, time.monotonic() + seconds
         while seen < total and time.monotonic() < deadline:
             for batch in consumer.poll(timeout_ms=500).values():
-                for record in batch:
-                    seen += 1
-                    e = json.loads(record.value)
-                    marker = "streamwatch.state" in e.get("tags", {})
-                    stored[(e["run_id"], e["source"].get("rank", -1), e["step"], marker)] += 1
+                seen += len(batch)
+                yield from batch
     finally:
         consumer.close()
+
+
+def _read_back(topic: str) -> Counter[tuple[str, int, int, bool]]:
+    """(run, rank, step, end-of-run marker) -> times stored."""
+    stored: Counter[tuple[str, int, int, bool]] = Counter()
+    for record in records(topic):
+        e = json.loads(record.value)
+        marker = "streamwatch.state" in e.get("tags", {})
+        stored[(e["run_id"], e["source"].get("rank", -1), e["step"], marker)] += 1
     return stored
 
 
@@ -168,24 +174,10 @@ def _malformed(n: int) -> tuple[bytes, str]:
 
 
 def _dead_letters(topic: str) -> Counter[str]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer: Any = KafkaConsumer(bootstrap_servers=BOOTSTRAP, group_id=None)
     reasons: Counter[str] = Counter()
-    try:
-        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-        consumer.assign(parts)
-        consumer.seek_to_beginning()
-        total = sum(consumer.end_offsets(parts).values())
-        seen, deadline = 0, time.monotonic() + 120
-        while seen < total and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=500).values():
-                for record in batch:
-                    seen += 1
-                    headers = {k: v.decode() for k, v in record.headers}
-                    reasons[headers.get("streamwatch.reason", "?")] += 1
-    finally:
-        consumer.close()
+    for record in records(topic):
+        headers = {k: v.decode() for k, v in record.headers}
+        reasons[headers.get("streamwatch.reason", "?")] += 1
     return reasons
 
 

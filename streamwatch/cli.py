@@ -20,10 +20,8 @@ from typing import TYPE_CHECKING
 from streamwatch import __version__
 
 if TYPE_CHECKING:
-    from streamwatch.alerting.dispatcher import Dispatcher
     from streamwatch.replay import ReplayResult
     from streamwatch.simulate import Fault
-    from streamwatch.sinks import ConsoleSink, JsonlSink
 
 __all__ = ["COMMANDS", "main"]
 
@@ -144,23 +142,13 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from streamwatch.alerting.cli import build_dispatcher
+    from streamwatch.cli_sinks import incident_sinks
     from streamwatch.config import load_config
     from streamwatch.incidents import Severity
     from streamwatch.replay import format_summary, format_verbose, progress_stream, replay_files
-    from streamwatch.sinks import ConsoleSink, JsonlSink
 
     config = load_config(args.config)
-    sinks: list[ConsoleSink | JsonlSink | Dispatcher] = []
-    if not args.quiet:
-        sinks.append(ConsoleSink(sys.stdout, min_severity=Severity.WARNING))
-    jsonl = JsonlSink(args.incidents_out) if args.incidents_out else None
-    if jsonl is not None:
-        sinks.append(jsonl)
-    alerts = build_dispatcher(args, config.alerting)
-    if alerts is not None:
-        sinks.append(alerts)
-    try:
+    with incident_sinks(args, config) as sinks:
         result = replay_files(
             args.paths,
             config,
@@ -171,11 +159,6 @@ def _replay(args: argparse.Namespace) -> int:
             keep_incidents=False,
             progress=progress_stream(),
         )
-    finally:
-        if jsonl is not None:
-            jsonl.close()
-        if alerts is not None:  # returns once every alert is delivered or spooled
-            print(alerts.close(timeout=30), file=sys.stderr)
     print(format_summary(result))
     if args.verbose:
         print(format_verbose(result))

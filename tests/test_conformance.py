@@ -28,7 +28,7 @@ from streamwatch.checks import (
     screen,
 )
 from streamwatch.config import EngineConfig
-from streamwatch.detectors import Ewma, Persistence, SustainedShift, TrendBreak, Window
+from streamwatch.detectors import Ewma, Persistence, TrendBreak, Window
 from streamwatch.events import Event, Source
 from streamwatch.incidents import KINDS, Finding, Kind, Severity
 from streamwatch.monitor import Monitor
@@ -184,10 +184,6 @@ DETECTORS: dict[str, tuple[Callable[[], Any], Callable[[Any, float], object]]] =
     "window": (lambda: Window(20), lambda d, x: (d.update(x), d.median_and_sd())[1]),
     "ewma": (lambda: Ewma(0.3), lambda d, x: d.update(x)),
     "persistence": (lambda: Persistence(3), lambda d, x: d.update(x > 1.0)),
-    "sustained_shift": (
-        lambda: SustainedShift("up", min_instances=5),
-        lambda d, x: d.update(x),
-    ),
     "trend_break": (
         lambda: TrendBreak("up", lag=5, span=10, settle=10, threshold=6.0),
         lambda d, x: (d.update(x), d.statistic),

@@ -6,9 +6,8 @@ for good); the Monitor reports non-finite values as their own incident.
 """
 
 from streamwatch.detectors.ewma import Ewma
-from streamwatch.detectors.page_hinkley import SustainedShift
 from streamwatch.detectors.persistence import Persistence
 from streamwatch.detectors.trend import TrendBreak, trend_break
 from streamwatch.detectors.window import Window
 
-__all__ = ["Ewma", "Persistence", "SustainedShift", "TrendBreak", "Window", "trend_break"]
+__all__ = ["Ewma", "Persistence", "TrendBreak", "Window", "trend_break"]
