@@ -133,6 +133,8 @@ class IncidentBook:
     resolve_after: int
     remedies: dict[str, list[str]]
     open: dict[str, _Open] = field(default_factory=dict)
+    #: the (kind, indicator) of every open incident: what a check that saw health asks
+    firing: set[tuple[str, str]] = field(default_factory=set)
     _fids: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def fire(self, finding: Finding, ts: float | None) -> Incident | None:
@@ -162,16 +164,15 @@ class IncidentBook:
             remedies=list(self.remedies.get(finding.kind.value, [])),
         )
         self.open[fid] = _Open(incident)
+        self.firing.add((finding.kind, finding.indicator))
         return incident
 
     def healthy(self, kind: Kind, indicator: str, step: int, ts: float | None) -> Incident | None:
         """The check looked and saw health; resolve after enough of that in a row."""
-        if not self.open:
+        if (kind, indicator) not in self.firing:
             return None
         fid = self.fid(kind, indicator)
-        current = self.open.get(fid)
-        if current is None:
-            return None
+        current = self.open[fid]
         current.healthy += 1
         if current.healthy < self.resolve_after:
             return None
@@ -182,6 +183,7 @@ class IncidentBook:
         if current is None:
             return None
         first = current.incident
+        self.firing.discard((first.kind, first.indicator))
         return first.model_copy(
             update={
                 "status": Status.RESOLVED,
@@ -196,7 +198,7 @@ class IncidentBook:
         return {o.incident.indicator for o in self.open.values() if o.incident.kind == kind}
 
     def is_firing(self, kind: Kind, indicator: str) -> bool:
-        return self.fid(kind, indicator) in self.open
+        return (kind, indicator) in self.firing
 
     def fid(self, kind: str, indicator: str) -> str:
         """The fingerprint of this run's (kind, indicator), computed once."""

@@ -489,10 +489,10 @@ class RunState:
     def _report(self, kinds: tuple[Kind, ...], name: str, step: int, found: list[Finding]) -> None:
         for f in found:
             self.fire(f)
-        if len(found) < len(kinds) and self.book.open:
-            seen = {f.kind for f in found}
+        firing = self.book.firing
+        if firing and len(found) < len(kinds):
             for kind in kinds:
-                if kind not in seen:
+                if (kind, name) in firing and all(f.kind is not kind for f in found):
                     self._healthy(kind, name, step)
 
     def fire(self, finding: Finding, ts: float | None = None) -> None:

@@ -52,7 +52,13 @@ class LagCheck:
     def heard(self, src: str, step: int) -> list[Finding]:
         """An event of ``src`` at ``step``; on a new newest step, the sources behind."""
         last = self.last
-        if src not in last and len(last) >= MAX_SOURCES:
+        at = last.get(src)
+        if at is None:
+            if len(last) >= MAX_SOURCES:
+                return []
+        elif len(last) == 1:  # the run's only source: no peer to fall behind
+            if step > at:
+                last[src] = self.newest = step
             return []
         if step > last.get(src, -1):
             last[src] = step

@@ -36,31 +36,66 @@ _MIN_REFERENCE = 10
 _CLIP_SQUARE = 9.0  # most a second difference's square (in noise units) counts
 
 
-def detrended_sd(values: deque[float]) -> float:
-    """Sd of the residuals around the least-squares line through ``values`` (equally spaced).
+class LineNoise:
+    """Sd of the residuals around the least-squares line through the last ``size`` values
+    (equally spaced): how noisy a window of a curve is, its trend aside.
 
-    From sums of the values' offsets from the first one, so that curves far from zero lose no
-    precision; inf when the squares overflow.
+    Kept from running sums of the values' offsets from a base value (sums of d, i * d and
+    d * d), updated in a few operations a value; every ``size`` values the sums are computed
+    afresh from the window, based on its first value, so that curves far from zero lose no
+    precision and rounding does not pile up. inf when the squares overflow; NaN until the
+    window is full.
 
-    >>> round(detrended_sd(deque([1.0, 2.0, 3.0, 4.0])), 12)
-    0.0
-    >>> round(detrended_sd(deque([1.0, 3.0, 1.0, 3.0])), 12)
-    1.264911064067
+    >>> noise = LineNoise(4)
+    >>> [round(noise.update(x), 12) for x in [1.0, 2.0, 3.0, 4.0, 5.0, 3.0, 5.0, 3.0]][3:]
+    [0.0, 0.0, 1.161895003862, 1.161895003862, 1.264911064067]
     """
-    n = len(values)
-    first = values[0]
-    total = sum_id = sum_dd = 0.0  # sums of d, i * d and d * d, where d = value - first
-    for i, v in enumerate(values):  # one plain loop: the same sums on every Python version
-        d = v - first
-        total += d
-        sum_id += i * d
-        sum_dd += d * d
-    sxx = n * (n * n - 1) / 12
-    sxy = sum_id - (n - 1) / 2 * total  # sum of (i - mid) * d[i]
-    sse = sum_dd - total * total / n - sxy * sxy / sxx
-    if sse != sse:  # inf - inf: the squares overflowed
-        return math.inf
-    return math.sqrt(max(sse, 0.0) / (n - 2))
+
+    __slots__ = ("base", "fresh", "s0", "s1", "s2", "size", "values")
+
+    def __init__(self, size: int) -> None:
+        if size < 3:
+            raise ValueError(f"size must be >= 3, got {size}")
+        self.size = size
+        self.values: deque[float] = deque(maxlen=size)
+        self.base = self.s0 = self.s1 = self.s2 = 0.0
+        self.fresh = 0  # values since the sums were last computed afresh
+
+    def update(self, x: float) -> float:
+        values = self.values
+        n = self.size
+        if len(values) == n and self.fresh < n:
+            # the window slides: every offset's index falls by one, the oldest leaves
+            gone = values[0] - self.base
+            values.append(x)
+            d = x - self.base
+            s0 = self.s0
+            self.s1 = self.s1 - (s0 - gone) + (n - 1) * d
+            self.s0 = s0 = s0 - gone + d
+            self.s2 = self.s2 - gone * gone + d * d
+            self.fresh += 1
+        else:
+            values.append(x)
+            if len(values) < n:
+                return math.nan
+            self._afresh()
+        s0 = self.s0
+        sxy = self.s1 - (n - 1) / 2 * s0  # sum of (i - mid) * d[i]
+        sse = self.s2 - s0 * s0 / n - sxy * sxy / (n * (n * n - 1) / 12)
+        if sse != sse:  # inf - inf: the squares overflowed
+            return math.inf
+        return math.sqrt(max(sse, 0.0) / (n - 2))
+
+    def _afresh(self) -> None:
+        base = self.base = self.values[0]
+        total = sum_id = sum_dd = 0.0
+        for i, v in enumerate(self.values):
+            d = v - base
+            total += d
+            sum_id += i * d
+            sum_dd += d * d
+        self.s0, self.s1, self.s2 = total, sum_id, sum_dd
+        self.fresh = 0
 
 
 class RewardCheck:
@@ -74,7 +109,8 @@ class RewardCheck:
         self.low = math.inf
         self.high = -math.inf
         self._smooth = Ewma(settings.smoothing)
-        self._recent: deque[float] = deque(maxlen=settings.chaos_window)
+        self._recent = LineNoise(settings.chaos_window)
+        self.recent_noise = math.nan
         self._waiting: deque[tuple[float, bool]] = deque()
         self._reference = Window(settings.chaos_history)
         self.noise = math.nan
@@ -93,13 +129,13 @@ class RewardCheck:
         falling = self._falling.update(smooth)
         self.low = min(self.low, smooth)
         self.high = max(self.high, smooth)
-        self._recent.append(x)
+        self.recent_noise = self._recent.update(x)
         if self.n < self.s.warmup:
             return []
         if self.n == self.s.warmup:
             self.start = smooth
         found = []
-        if len(self._recent) == self._recent.maxlen:
+        if self.recent_noise == self.recent_noise:  # the window is full
             chaos = self._judge_chaos(step, x)
             if chaos is not None:
                 found.append(chaos)
@@ -128,7 +164,7 @@ class RewardCheck:
 
     def _judge_chaos(self, step: int, x: float) -> Finding | None:
         noisier = self._noisier(x)
-        recent = detrended_sd(self._recent)
+        recent = self.recent_noise
         if len(self._reference) >= _MIN_REFERENCE:
             self.noise = max(self._reference.median(), _TINY)
         alarm = False

@@ -47,7 +47,11 @@ class Window:
         return len(self.values)
 
     def median(self) -> float:
-        return _median(self.ordered) if self.ordered else math.nan
+        ordered = self.ordered
+        n = len(ordered)
+        if n % 2:
+            return ordered[n // 2]
+        return (ordered[n // 2 - 1] + ordered[n // 2]) / 2 if n else math.nan
 
     def robust_sd(self) -> float:
         """1.4826 x the median absolute deviation: the sd for Gaussian noise, blind to spikes."""
@@ -58,12 +62,27 @@ class Window:
         ordered = self.ordered
         if len(ordered) < 2:
             return (self.median(), math.nan)
-        m = _median(ordered)
-        # below the median the deviations fall, above it they rise: sorted() merges the runs
-        return m, 1.4826 * _median(sorted([abs(v - m) for v in ordered]))
+        m = self.median()
+        return m, 1.4826 * _deviation_median(ordered, m)
 
 
-def _median(ordered: list[float]) -> float:
+def _deviation_median(ordered: list[float], m: float) -> float:
+    """The median of ``|v - m|`` over sorted values: below ``m`` the deviations rise going
+    down, above it going up, so a walk outwards from ``m`` meets them in order and stops
+    half-way (``m - v`` is exactly ``abs(v - m)``: rounding is symmetric).
+
+    >>> _deviation_median([1.0, 2.0, 4.0, 7.0], 3.0)
+    1.5
+    """
     n = len(ordered)
-    mid = n // 2
-    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    above = bisect_left(ordered, m)
+    below = above - 1
+    prev = cur = 0.0
+    for _ in range(n // 2 + 1):
+        if above < n and (below < 0 or ordered[above] - m <= m - ordered[below]):
+            prev, cur = cur, ordered[above] - m
+            above += 1
+        else:
+            prev, cur = cur, m - ordered[below]
+            below -= 1
+    return cur if n % 2 else (prev + cur) / 2
