@@ -160,6 +160,19 @@ class LengthSettings(_Section):
         description="truncation building up: a climb of the smoothed clip ratio above its own "
         "trend (healthy simulated runs reach 26 noise sds, the real runs 4)",
     )
+    max_response_length: int | None = Field(
+        None,
+        ge=1,
+        description="the generation cap in tokens, when known: a mean length at cap_fraction of "
+        "it is truncation saturation (every completion at one length is, cap known or not)",
+    )
+    cap_fraction: float = Field(0.99, gt=0, le=1, description="...of max_response_length")
+    min_tokens: int = Field(
+        8,
+        ge=1,
+        description="completions all this short are a model that stops at once (length "
+        "collapse), not a cap",
+    )
 
 
 class SpikeSettings(_Section):

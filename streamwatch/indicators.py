@@ -28,6 +28,9 @@ _MAX_CACHED = 100_000
 
 class Indicator(StrEnum):
     RESPONSE_LENGTH = "response_length"
+    #: the longest and the shortest completion of a step (their lengths)
+    RESPONSE_LENGTH_MAX = "response_length_max"
+    RESPONSE_LENGTH_MIN = "response_length_min"
     TRUNCATION_RATIO = "truncation_ratio"
     TRAIN_REWARD = "train_reward"
     REWARD_STD = "reward_std"
@@ -59,6 +62,8 @@ _TRL = (
     ("reward_std", _I.REWARD_STD),
     ("frac_reward_zero_std", _I.ZERO_VARIANCE_GROUPS),
     ("completions/mean_length", _I.RESPONSE_LENGTH),
+    ("completions/max_length", _I.RESPONSE_LENGTH_MAX),
+    ("completions/min_length", _I.RESPONSE_LENGTH_MIN),
     ("completions/clipped_ratio", _I.TRUNCATION_RATIO),
     ("kl", _I.KL),
     ("clip_ratio/region_mean", _I.CLIP_FRACTION),
@@ -91,6 +96,8 @@ PRESETS: dict[str, tuple[tuple[str, Indicator], ...]] = {
         ("critic/score/max", _I.REWARD_MAX),
         ("critic/score/min", _I.REWARD_MIN),
         ("response_length/mean", _I.RESPONSE_LENGTH),
+        ("response_length/max", _I.RESPONSE_LENGTH_MAX),
+        ("response_length/min", _I.RESPONSE_LENGTH_MIN),
         ("response_length/clip_ratio", _I.TRUNCATION_RATIO),
         ("actor/kl_loss", _I.KL),
         ("actor/ppo_kl", _I.KL),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from streamwatch.checks import (
     REMEDIES,
+    CapCheck,
     Check,
     ComponentsCheck,
     DriftColumn,
@@ -58,7 +59,16 @@ _SIGNAL_OF = {
     Indicator.REWARD_MIN: "reward_min",
     Indicator.GRAD_NORM: "grad_norm",
 }
+#: the length statistics the cap check reads, by its names for them
+_LENGTH_OF = {
+    Indicator.RESPONSE_LENGTH: "mean",
+    Indicator.RESPONSE_LENGTH_MAX: "max",
+    Indicator.RESPONSE_LENGTH_MIN: "min",
+}
 _DRIFT_KINDS = DriftColumn.kinds
+#: indicators watched by run-level checks only (held-out rewards: the hacking check; the
+#: extremes of a step's lengths: the cap check)
+_NO_DRIFT = {Indicator.HELDOUT_REWARD, Indicator.RESPONSE_LENGTH_MAX, Indicator.RESPONSE_LENGTH_MIN}
 #: the checks a resumed run's first steps are not fed to (a resume spikes them: slime#1695)
 _GRACED = {Kind.METRIC_SPIKE, Kind.REWARD_CHAOS, Kind.POLICY_MISMATCH}
 #: the run's one non-finite incident: its kind and indicator
@@ -95,9 +105,9 @@ def make_checks(
 def drift_column(
     indicator: Indicator | None, name: str, metric: str, cfg: EngineConfig
 ) -> DriftColumn | None:
-    """Generic drift for a metric that has no RL-specific check (held-out rewards have the
-    hacking check; counters and schedules trend by design)."""
-    if indicator is Indicator.HELDOUT_REWARD or any(
+    """Generic drift for a metric that has no RL-specific check (held-out rewards and length
+    extremes have run-level checks; counters and schedules trend by design)."""
+    if indicator in _NO_DRIFT or any(
         fnmatch.fnmatchcase(metric, pattern) for pattern in cfg.drift.ignore
     ):
         return None
@@ -128,6 +138,7 @@ class Series:
         "indicator",
         "judged",
         "last_step",
+        "length",
         "metric",
         "name",
         "open",
@@ -159,10 +170,15 @@ class Series:
         self.feeds_hacking = indicator in _FEEDS_HACKING  # its values go to the hacking check
         self.per_source = straggler is not None  # each source's value kept for the straggler
         self.signal = _SIGNAL_OF.get(indicator) if indicator else None  # no-signal check's
+        self.length = _LENGTH_OF.get(indicator) if indicator else None  # the cap check's
         self.component = component  # one reward function's: the components check's
         # judged beyond its checks: the run-level checks' inputs, the straggler check
         self.special = (
-            self.feeds_hacking or straggler is not None or self.signal is not None or component
+            self.feeds_hacking
+            or straggler is not None
+            or self.signal is not None
+            or self.length is not None
+            or component
         )
         self.last_step: dict[str, int] = {}
         self.judged = -1  # the last step handed to the checks
@@ -183,6 +199,7 @@ class RunState:
     bound_rank: dict[Indicator, int] = field(default_factory=dict)  # the rank of each bound
     hacking: HackingCheck = field(init=False)
     signal: NoSignalCheck = field(init=False)
+    cap: CapCheck = field(init=False)
     components: ComponentsCheck = field(init=False)
     lag: LagCheck = field(init=False)
     stall: StallCheck = field(init=False)
@@ -202,6 +219,7 @@ class RunState:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
         self.hacking = HackingCheck(self.cfg.hacking)
         self.signal = NoSignalCheck(self.cfg.signal)
+        self.cap = CapCheck(self.cfg.length)
         self.components = ComponentsCheck(self.cfg.hacking)
         self.lag = LagCheck(self.cfg.straggler)
         self.stall = StallCheck(self.cfg.stall)
@@ -407,6 +425,11 @@ class RunState:
         if s.signal is not None:
             found = self.signal.observe(s.signal, s.metric, step, x)
             self._report(self.signal.kinds, "learning_signal", step, found)
+        if s.length is not None:
+            judged = self.cap.observe(s.length, s.metric, step, x)
+            # the same incident as the clip ratio's: when one is logged, it says when it ends
+            if judged or (judged is not None and Indicator.TRUNCATION_RATIO not in self.bound):
+                self._report(self.cap.kinds, "truncation_ratio", step, judged)
         if s.straggler is not None:
             values, s.pending_values = s.pending_values, []
             found = s.straggler.update(step, values)

@@ -1,6 +1,7 @@
 """Named health checks: each reads detector signals and decides incidents."""
 
 from streamwatch.checks.base import Check
+from streamwatch.checks.cap import CapCheck
 from streamwatch.checks.components import ComponentsCheck, is_component
 from streamwatch.checks.drift import DriftColumn, drop_copies, screen
 from streamwatch.checks.entropy import EntropyCheck
@@ -17,6 +18,7 @@ from streamwatch.checks.straggler import StragglerCheck
 
 __all__ = [
     "REMEDIES",
+    "CapCheck",
     "Check",
     "ComponentsCheck",
     "DriftColumn",

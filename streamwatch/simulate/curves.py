@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
@@ -235,6 +236,23 @@ def truncated(lat: Latent, cap: float) -> tuple[Array, Array]:
     return mean, clipped
 
 
+def batch_extremes(
+    lat: Latent, cap: float, batch: int, clip: Array, noise: Array
+) -> tuple[Array, Array]:
+    """The longest and the shortest of a step's ``batch`` response lengths (lognormal as in
+    :func:`truncated`): the quantiles 1 / (batch + 1) from either end, times the step's
+    length noise; the cap once any response was cut (``clip`` > 0), and both at the cap when
+    every one was. No random draws of their own: the other series stay as they were."""
+    sigma = lat.length_sigma
+    log_median = np.log(lat.length) - 0.5 * sigma**2
+    q = NormalDist().inv_cdf(1.0 - 1.0 / (batch + 1))
+    high = np.minimum(np.exp(log_median + q * sigma) * noise, cap)
+    low = np.minimum(np.exp(log_median - q * sigma) * noise, cap)
+    longest: Array = np.round(np.where(clip > 0.0, cap, high)).astype(np.float64)
+    shortest: Array = np.round(np.where(clip >= 1.0, cap, low)).astype(np.float64)
+    return longest, shortest
+
+
 def healthy(spec: RunSpec, p: Params) -> Latent:
     """The smooth levels of a healthy run."""
     n = spec.steps
@@ -325,6 +343,8 @@ def observe(spec: RunSpec, p: Params, lat: Latent, nz: Noise) -> Observed:
     length = np.where(length > knee, squeezed, length)
     clip = clip_p + np.sqrt(clip_p * (1.0 - clip_p) / p.batch_responses) * z["clip"]
     clip = np.round(np.clip(clip, 0.0, 1.0) * p.batch_responses) / p.batch_responses
+    noise = length / np.maximum(mean_length, 1e-9)
+    longest, shortest = batch_extremes(lat, p.max_length, p.batch_responses, clip, noise)
     kl = lat.kl * np.exp(0.04 * z["kl"]) * nz.kl_blip
     grad_norm = lat.grad_norm * np.exp(p.grad_noise * z["grad_norm"]) * nz.grad_spike
     pg_loss = lat.pg_offset + lat.pg_noise * np.where(nz.grad_spike > 1.0, 3.0, 1.0) * z["pg_loss"]
@@ -366,6 +386,8 @@ def observe(spec: RunSpec, p: Params, lat: Latent, nz: Noise) -> Observed:
         "score_std": score_std,
         "heldout": heldout,
         "length": length,
+        "length_max": longest,
+        "length_min": shortest,
         "clip_ratio": clip,
         "kl": kl,
         "grad_norm": grad_norm,
