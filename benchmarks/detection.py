@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 import platform
+import statistics
 import time
 from collections.abc import Sequence
 
@@ -52,6 +53,27 @@ def _table(kinds: Sequence[str], seeds: Sequence[int], strength: float, gradual:
         print(f"# median delay / ramp: {', '.join(shares)}")
 
 
+def chaos_bound(strength: float, nats: float = math.log(100)) -> float:
+    """Steps after the onset at which even an observer that knows the gradual reward-chaos
+    ramp exactly has gathered ``nats`` of expected evidence (the Kullback-Leibler divergence
+    of the noisier reward from the healthy one, summed over the steps): the median over the
+    simulator's ramps. No detector with a 1% false-alarm rate can be faster on average
+    (Wald). The fault (``streamwatch/simulate/faults.py``): the reward's sd grows to
+    ``1 + 3 strength`` times its own, its variance linearly in the ramp's progress w
+    squared."""
+    low, high = RAMP_RANGE
+    grow = (1.0 + 3.0 * strength) ** 2 - 1.0
+    delays = []
+    for ramp in range(low, high + 1):
+        evidence, t = 0.0, 0
+        while evidence < nats:
+            t += 1
+            v = 1.0 + grow * min(1.0, t / ramp) ** 2  # variance ratio at step t
+            evidence += 0.5 * (v - 1.0 - math.log(v))
+        delays.append(t)
+    return float(statistics.median(delays))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--seeds", type=int, default=30)
@@ -71,6 +93,12 @@ def main() -> None:
     for form in _FORMS:
         if form in forms:
             _table(kinds, seeds, args.strength, gradual=form == "gradual")
+            if form == "gradual" and "reward_chaos" in kinds:
+                bound = chaos_bound(args.strength)
+                print(
+                    f"# gradual reward_chaos: an observer knowing the ramp needs {bound:.0f} "
+                    "steps (median) for the evidence of a 1% false-alarm rate"
+                )
     _header("healthy runs")
     h = score_healthy(seeds)
     print(f"{'healthy runs':<24}{'':>10}{'':>16}{'':>11}{h.clean_fraction:>19.0%}")
