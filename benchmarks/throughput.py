@@ -73,6 +73,38 @@ for e in events[warm:]:
 print(values / (time.perf_counter() - start))
 """
 
+#: the same, but only the series' own checks called in a bare loop (no gathering, no
+#: run-level checks, no incidents): what the checks' arithmetic alone costs
+CHECKS_ALONE = """
+import gc, sys, time
+from streamwatch.config import EngineConfig
+from streamwatch.indicators import IndicatorMap
+from streamwatch.run import RunState
+from streamwatch.sources import FileSource
+events = list(FileSource(sys.argv[1]))
+warm = int(len(events) * float(sys.argv[2]))
+cfg, names, runs = EngineConfig(), IndicatorMap(), {}
+def checks(e):
+    run = runs.get(e.run_id) or runs.setdefault(e.run_id, RunState(e.run_id, cfg))
+    for m in e.metrics:
+        if m not in run.series:
+            run.new_series(m, names.resolve(m))
+    return [(run.series[m].checks, x) for m, x in e.metrics.items()]
+work = [(e.step, checks(e)) for e in events]
+for step, pairs in work[:warm]:
+    for cs, x in pairs:
+        for c in cs:
+            c.update(step, x)
+values = sum(len(pairs) for _, pairs in work[warm:])
+gc.freeze()
+start = time.perf_counter()
+for step, pairs in work[warm:]:
+    for cs, x in pairs:
+        for c in cs:
+            c.update(step, x)
+print(values / (time.perf_counter() - start))
+"""
+
 
 def build_real(path: Path, steps: int, copies: int) -> int:
     runs = [[json.loads(line) for line in f.open()] for f in sorted(REAL.glob("*.jsonl"))]
@@ -112,10 +144,10 @@ def build_rl(path: Path, steps: int, runs: int) -> int:
     return values
 
 
-def steady(tree: Path, path: Path, warm: float, native: bool) -> float:
+def steady(tree: Path, path: Path, warm: float, native: bool, code: str = STEADY) -> float:
     env = dict(os.environ, PYTHONPATH=str(tree), STREAMWATCH_NATIVE="1" if native else "0")
     out = subprocess.run(
-        [sys.executable, "-c", STEADY, str(path), str(warm)],
+        [sys.executable, "-c", code, str(path), str(warm)],
         env=env,
         capture_output=True,
         text=True,
@@ -201,6 +233,13 @@ def main() -> None:
                 r = statistics.median(rates[(fname, label)])
                 each = ", ".join(f"{x:,.0f}" for x in rates[(fname, label)])
                 print(f"  {fname:<5} {label:<32}{r:>12,.0f}  ({ours / r:.2f}x is this; {each})")
+        alone = [
+            steady(ROOT, files["rl"][0], args.warm, False, CHECKS_ALONE) for _ in range(args.repeat)
+        ]
+        print(
+            f"  rl    the RL checks alone, in a bare loop{statistics.median(alone):>13,.0f}  "
+            "(no gathering, run-level checks or incidents: the ceiling of any hot path)"
+        )
         start = time.perf_counter()
         result = replay_files([files["real"][0]])
         seconds = time.perf_counter() - start

@@ -160,6 +160,7 @@ class Series:
         drift: DriftColumn | None,
         straggler: StragglerCheck | None,
         component: bool = False,
+        cap: int | None = None,
     ) -> None:
         self.metric = metric
         self.name = name
@@ -171,6 +172,8 @@ class Series:
         self.per_source = straggler is not None  # each source's value kept for the straggler
         self.signal = _SIGNAL_OF.get(indicator) if indicator else None  # no-signal check's
         self.length = _LENGTH_OF.get(indicator) if indicator else None  # the cap check's
+        if self.length == "mean" and cap is None:
+            self.length = None  # the mean length counts only against a known cap
         self.component = component  # one reward function's: the components check's
         # judged beyond its checks: the run-level checks' inputs, the straggler check
         self.special = (
@@ -257,7 +260,8 @@ class RunState:
             else None
         )
         component = is_component(metric, self.cfg.hacking)
-        series = Series(metric, name, indicator, checks, drift, straggler, component)
+        cap = self.cfg.length.max_response_length
+        series = Series(metric, name, indicator, checks, drift, straggler, component, cap)
         self.series[metric] = series
         return series
 

@@ -62,7 +62,9 @@ class CapCheck:
             self.values = {}
         self.values[length] = x
         self.metrics[length] = metric
-        found = self._judge(step) if x >= self.s.min_tokens else []
+        # a length of its own says nothing but the mean (against a cap); min and max together
+        judged = x >= self.s.min_tokens and (length == "mean" or len(self.values) > 1)
+        found = self._judge(step) if judged else []
         if found:
             self.flagged = step
             return found
