@@ -73,6 +73,8 @@ def test_trl_trainer_state_with_eval_entries_binds_eval_reward() -> None:
         "loss": "loss",
         "grad_norm": "grad_norm",
         "response_length": "completions/mean_length",
+        "response_length_max": "completions/max_length",
+        "response_length_min": "completions/min_length",
         "truncation_ratio": "completions/clipped_ratio",
         "train_reward": "reward",
         "reward_std": "reward_std",

@@ -60,6 +60,8 @@ def test_verl_tensorboard_run_directory_reads_as_its_jsonl_conversion() -> None:
     assert tb.events == 106  # steps 0-105
     assert bindings(tb, "q3b_fsdp_base") == {
         "response_length": "response_length/mean",
+        "response_length_max": "response_length/max",
+        "response_length_min": "response_length/min",
         "truncation_ratio": "response_length/clip_ratio",
         "train_reward": "critic/score/mean",
         "entropy": "actor/entropy",
@@ -126,6 +128,8 @@ def test_trl_console_log_dicts_take_the_progress_bars_step() -> None:
     ]
     assert bindings(result, "trl-grpo-run_terminal") == {
         "response_length": "completions/mean_length",
+        "response_length_max": "completions/max_length",
+        "response_length_min": "completions/min_length",
         "truncation_ratio": "completions/clipped_ratio",
         "train_reward": "reward",
         "reward_std": "reward_std",

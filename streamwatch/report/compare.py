@@ -274,8 +274,14 @@ def _finish(p: _Prepared, alpha: float, level: float, single: bool) -> Indicator
     )
 
 
-#: bounds of a step's rewards, read by the no-learning-signal check: not a curve to compare
-_NOT_COMPARED = {Indicator.REWARD_MAX, Indicator.REWARD_MIN}
+#: bounds of a step's rewards and lengths, read by the no-learning-signal and cap checks:
+#: not curves to compare
+_NOT_COMPARED = {
+    Indicator.REWARD_MAX,
+    Indicator.REWARD_MIN,
+    Indicator.RESPONSE_LENGTH_MAX,
+    Indicator.RESPONSE_LENGTH_MIN,
+}
 
 
 def _names(
