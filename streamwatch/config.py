@@ -274,6 +274,12 @@ class MismatchSettings(_Section):
     )
     persist: int = Field(3, ge=1, description="steps in a row")
     critical_ratio: float = Field(10.0, gt=1, description="critical this many times its level")
+    growth_trend: TrendSettings = Field(
+        TrendSettings(lag=20, span=40, settle=40, threshold=22.0),
+        description="a gap growing slowly: a climb of the log smoothed gap above its own trend, "
+        "judged over 20 steps (a steady growth bends the log little; healthy simulated runs "
+        "reach 17 noise sds in 200 seeds, steady synthetic gaps of any level and noise 11)",
+    )
 
 
 class SignalSettings(_Section):

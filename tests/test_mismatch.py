@@ -44,6 +44,23 @@ def test_a_gap_growing_fivefold_over_fifty_steps_is_found_while_it_grows() -> No
     assert sorted(delays)[15] <= 50
 
 
+def test_a_gap_growing_steadily_is_found_as_a_break_in_its_trend_before_it_triples() -> None:
+    found_at = []
+    for seed in range(30):
+        rng = random.Random(seed)
+        ramp = [
+            0.013 * (1 + 2 * min(1.0, (k + 1) / 75)) * math.exp(rng.gauss(0, 0.15))
+            for k in range(100)
+        ]
+        found = feed(noisy(rng, 0.013, 150, sd=0.15) + ramp)
+        assert found and found[0].step > 150, seed
+        assert "its own trend" in found[0].message, seed
+        found_at.append((found[0].step - 150, found[0].evidence["ratio_to_reference"]))
+    delays = sorted(d for d, _ in found_at)
+    assert delays[15] <= 25, delays
+    assert max(r for _, r in found_at) < 2.5  # long before the level rule's 3x
+
+
 def test_the_engine_binds_the_frameworks_mismatch_metrics() -> None:
     for metric in (
         "training/rollout_probs_diff_mean",

@@ -9,7 +9,12 @@ fix, which can collapse training by itself ("When Speed Kills Stability", 2025; 
 the hardware (vllm-project/vime#64: 0.013 on one node, 0.05 across nodes, for the same run),
 so the check judges a run against its own start: the smoothed gap ``ratio`` times its
 warm-up median or more, and ``robust_z`` warm-up sds above it, for ``persist`` steps in a
-row. A run that converged with a large but steady gap does not page.
+row. A gap that grows slowly is found earlier, as a climb of the log smoothed gap away from
+its own trend (:class:`~streamwatch.detectors.TrendBreak`, ``growth_trend``: the departures,
+in the series' own noise, add up step after step; it judges once it has learnt that noise,
+about 100 steps into the run with the default settings). Both are warnings, critical from
+``critical_ratio`` times the warm-up level. A run that converged with a large but steady gap
+does not page: its gap has neither a level above its start nor a trend to break.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import math
 from statistics import median
 
 from streamwatch.config import MismatchSettings
-from streamwatch.detectors import Ewma, Persistence
+from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
 
 __all__ = ["MismatchCheck"]
@@ -37,6 +42,18 @@ class MismatchCheck:
     >>> found = [f for step in range(30, 60) for f in check.update(step, 0.02 * 1.1 ** (step - 29))]
     >>> found[0].step, found[0].severity.value
     (45, 'warning')
+
+    A gap that doubles over 60 steps, after 120 steady ones, climbs away from its own trend
+    long before it is three times its start:
+
+    >>> check = MismatchCheck("prob_mismatch", "training/rollout_probs_diff_mean",
+    ...                       MismatchSettings())
+    >>> gaps = healthy * 4 + [(1 + k / 60) * healthy[k % 30] for k in range(60)]
+    >>> found = [f for step, x in enumerate(gaps) for f in check.update(step, x)]
+    >>> found[0].step - 120 < 30, found[0].evidence["ratio_to_reference"] < 2
+    (True, True)
+    >>> print(found[0].message)  # doctest: +ELLIPSIS
+    rollout and trainer disagree: ... is climbing away from its own trend (...x its level ...)
     """
 
     kinds: tuple[Kind, ...] = (Kind.POLICY_MISMATCH,)
@@ -51,11 +68,16 @@ class MismatchCheck:
         self._smooth = Ewma(settings.smoothing)
         self._high = Persistence(settings.persist)
         self.since = -1
+        self._rising = trend_break("up", settings.growth_trend)
+        self.rise_from = 0  # the step the trend evidence last rose from 0
 
     def update(self, step: int, x: float) -> list[Finding]:
         gap = abs(x)  # a signed estimate (a KL, a mean log-ratio) drifts away from 0 either way
         smooth = self._smooth.update(gap)
         s = self.s
+        rising = self._rising.update(math.log(max(smooth, _TINY)))
+        if self._rising.statistic == 0.0:
+            self.rise_from = step + 1
         if len(self._warm) < s.warmup:
             self._warm.append(gap)
             if len(self._warm) == s.warmup:
@@ -68,7 +90,15 @@ class MismatchCheck:
         high = ratio >= s.ratio and z >= s.robust_z
         if high and self._high.streak == 0:
             self.since = step
-        if not self._high.update(high):
+        if self._high.update(high):
+            why = f"is {ratio:.1f}x its level at the start ({self.ref:.3g}) for "
+            why += f"{self._high.streak} steps"
+            since = self.since
+        elif rising:
+            why = f"is climbing away from its own trend ({ratio:.1f}x its level at the start, "
+            why += f"{self.ref:.3g})"
+            since = self.rise_from
+        else:
             return []
         severity = Severity.CRITICAL if ratio >= s.critical_ratio else Severity.WARNING
         return [
@@ -78,15 +108,15 @@ class MismatchCheck:
                 self.metric,
                 severity,
                 step,
-                f"rollout and trainer disagree: {self.metric} is {ratio:.1f}x its level at the "
-                f"start ({self.ref:.3g}) for {self._high.streak} steps",
+                f"rollout and trainer disagree: {self.metric} {why}",
                 {
                     "value": x,
                     "smoothed": smooth,
                     "reference": self.ref,
                     "ratio_to_reference": ratio,
                     "robust_z": z,
+                    "trend_break_sds": self._rising.statistic,
                 },
-                onset_step=self.since,
+                onset_step=since,
             )
         ]
