@@ -3,7 +3,10 @@ to real reports: tests/test_field_cases.py)."""
 
 from __future__ import annotations
 
+import json
+import math
 import random
+from pathlib import Path
 
 from streamwatch.checks import NoSignalCheck
 from streamwatch.config import SignalSettings
@@ -98,3 +101,64 @@ def test_the_engine_raises_one_incident_and_resolves_it_when_rewards_differ_agai
         # three signals a step, each a healthy update: resolve_after (20) of them by step 21
         (Status.RESOLVED, Severity.CRITICAL, 21),
     ]
+
+
+# --- a slow drain ----------------------------------------------------------------------------
+
+REAL = Path(__file__).parent / "data" / "real"
+
+
+def trl_row(rng: random.Random, share_alike: float, groups: int = 128) -> dict[str, float]:
+    """A step as TRL logs it: the zero-variance fraction a count over the groups, the reward
+    std (the mean of the groups' stds) falling with the share of groups that still vary."""
+    sd = math.sqrt(share_alike * (1.0 - share_alike) / groups)
+    frac = min(1.0, max(0.0, round((share_alike + sd * rng.gauss(0, 1)) * groups) / groups))
+    live = 1.0 - share_alike
+    return {
+        "zero_variance": frac,
+        "reward_std": 0.35 * live / 0.7 * math.exp(0.04 * rng.gauss(0, 1)),
+        "grad_norm": 0.1 * math.sqrt(live / 0.7) * math.exp(0.1 * rng.gauss(0, 1)),
+    }
+
+
+def test_groups_turning_all_alike_over_75_steps_are_a_warning_while_most_still_differ() -> None:
+    delays = []
+    for seed in range(20):
+        rng = random.Random(seed)
+        steady = [trl_row(rng, 0.3) for _ in range(150)]
+        drain = [trl_row(rng, 0.3 + 0.7 * min(1.0, (k + 1) / 75)) for k in range(75)]
+        found = feed(steady + drain)
+        assert found and found[0][0] > 150, seed
+        step, first = found[0]
+        assert first.severity is Severity.WARNING and "draining" in first.message, seed
+        assert first.evidence["zero_variance"] < 0.9, seed  # before the level rule's 0.9
+        delays.append(step - 150)
+    assert sorted(delays)[10] <= 20, sorted(delays)
+
+
+def test_healthy_verl_runs_whose_accuracy_climbs_towards_1_are_not_draining() -> None:
+    """The real GSM8K runs: train score 0.25 -> 0.98, grad norm down 4x; fed the train
+    reward, the check finds nothing (their accuracy rises and settles: their own trend)."""
+    names = {
+        "critic/score/max": "reward_max",
+        "critic/score/min": "reward_min",
+        "actor/grad_norm": "grad_norm",
+        "critic/score/mean": "reward",
+    }
+    for path in sorted(REAL.glob("*.jsonl")):
+        check = NoSignalCheck(SignalSettings())
+        found = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            for metric, signal in names.items():
+                if metric in row["metrics"]:
+                    found += check.observe(signal, metric, row["step"], row["metrics"][metric])
+        assert "reward" in check.drains and found == [], path.name
+
+
+def test_a_reward_outside_0_1_and_a_zero_variance_count_say_nothing_of_a_drain() -> None:
+    check = NoSignalCheck(SignalSettings())
+    for step in range(1, 200):
+        check.observe("reward", "reward", step, 3.0 - step / 100)  # a sum of reward functions
+        check.observe("zero_variance", "num_zero_std", step, float(step))  # a count
+    assert check.drains == {}

@@ -485,12 +485,30 @@ def test_gradual_no_learning_signal_climbs_to_every_group() -> None:
     assert np.all(high[ONSET + RAMP - 1 :] == low[ONSET + RAMP - 1 :])
 
 
+def test_gradual_no_learning_signal_is_a_policy_that_solves_more_and_more_prompts() -> None:
+    """Groups turn all-alike gradually by passing every completion (the train reward heads
+    to 1); every completion failing is the fast form's broken reward, or a reward collapse."""
+    for seed in range(12):
+        get = _observed("no_learning_signal", seed=seed)
+        well = _observed(None, seed=seed)
+        end = ONSET + RAMP - 1
+        assert np.all(get("score_max")[end:] == 1.0) and np.all(get("score_min")[end:] == 1.0)
+        assert get("reward")[end:].min() == 1.0
+        assert np.array_equal(get("reward")[:ONSET], well("reward")[:ONSET])
+        # halfway: a share 1/2 of the groups passes everything, the gradient falls as its root
+        half = ONSET + RAMP // 2 - 1
+        ratio = get("grad_norm")[half] / well("grad_norm")[half]
+        assert ratio == pytest.approx(np.sqrt(0.5), rel=1e-9)
+
+
 def test_a_weaker_no_learning_signal_leaves_some_groups_learning() -> None:
     fault = Fault("no_learning_signal", ONSET, strength=0.5)
     sick = observe_run(healthy_spec("x", seed=11, steps=400, faults=(fault,))).series
     well = observe_run(healthy_spec("x", seed=11, steps=400)).series
     after = slice(ONSET, None)
-    assert np.allclose(sick["grad_norm"][after], 0.5 * well["grad_norm"][after], rtol=1e-12)
+    # the gradient is mostly noise: its norm goes with the root of the share still varying
+    root = np.sqrt(0.5)
+    assert np.allclose(sick["grad_norm"][after], root * well["grad_norm"][after], rtol=1e-12)
     assert np.all(sick["score_max"] == 1.0) and np.all(sick["score_min"] == 0.0)
     zero = sick["zero_variance"][after]
     assert well["zero_variance"][after].mean() + 0.2 < zero.mean() < 0.95
@@ -561,8 +579,9 @@ PROGRESS: dict[str, tuple[str, Callable[[np.ndarray, np.ndarray], np.ndarray], f
     "rank_straggler": ("step_time", lambda s, w: _share(s / w), 1e-9),
     # the grad norm grows linearly to its final multiple
     "metric_spike": ("grad_norm", lambda s, w: _share(s / w), 1e-9),
-    # the share of groups with one reward grows linearly to all: the grad norm fades to 0
-    "no_learning_signal": ("grad_norm", lambda s, w: 1.0 - s / w, 1e-9),
+    # the share of groups with one reward grows linearly to all: the grad norm fades to 0 as
+    # the root of the share still varying
+    "no_learning_signal": ("grad_norm", lambda s, w: 1.0 - (s / w) ** 2, 1e-9),
     # the mismatch grows linearly to its final multiple
     "policy_mismatch": ("mismatch", lambda s, w: _share(s / w), 1e-9),
 }
@@ -604,7 +623,8 @@ SAME_END: dict[str, tuple[tuple[str, ...], int, float]] = {
     "truncation_saturation": (("length", "clip_ratio", "score_std"), ONSET + RAMP + 20, 0.02),
     "length_collapse": (("length", "reward"), ONSET + RAMP, 0.01),
     "no_learning_signal": (
-        ("zero_variance", "score_max", "score_min", "reward", "score_std", "grad_norm", "pg_loss"),
+        # (the one reward: every completion passes in the gradual form, not in every fast one)
+        ("zero_variance", "score_std", "grad_norm", "pg_loss"),
         ONSET + RAMP - 1,
         0.0,
     ),

@@ -19,6 +19,17 @@ is a warning too: most of the batch teaches nothing. Any of these for ``critical
 steps in a row is critical. Values arrive one metric at a time; the check keeps the
 latest of each for the step and judges the step on every value.
 
+The signal can also drain slowly, as the policy solves more and more of its prompts (the
+accuracy heading to 1: DAPO's case for dynamic sampling). Three series fall with the share
+of groups whose completions still differ: one minus the zero-variance fraction, the reward's
+std (TRL's is the mean of the groups' stds), and, for a success rate in [0, 1], one minus
+the train reward. Each, smoothed, feeds a :class:`~streamwatch.detectors.TrendBreak` on its
+log (``drain_trend``), so a run whose accuracy rises and settles is credited with its own
+trend; their summed evidence over the square root of their number, ``drain_trend.threshold``
+or more, is a warning that the signal is draining. The gradient norm falls too, but only as
+the square root of that share (a batch's gradient is mostly noise), and a healthy one falls
+several-fold by itself: it does not count.
+
 >>> from streamwatch.config import SignalSettings
 >>> check = NoSignalCheck(SignalSettings())
 >>> check.observe("zero_variance", "frac_reward_zero_std", 1, 1.0)
@@ -33,14 +44,23 @@ no learning signal at step 1: every group got the same reward for all its comple
 
 from __future__ import annotations
 
+import math
+
 from streamwatch.config import SignalSettings
+from streamwatch.detectors import Ewma, TrendBreak, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
 
 __all__ = ["SIGNALS", "NoSignalCheck"]
 
 #: what the check reads, by the name the run state passes
-SIGNALS = ("zero_variance", "reward_std", "reward_max", "reward_min", "grad_norm")
+SIGNALS = ("zero_variance", "reward_std", "reward_max", "reward_min", "grad_norm", "reward")
 _ZERO = 1e-12
+#: the signals that move with the share of groups that still teach: how, when they drain
+_DRAINS = {
+    "zero_variance": "(the groups whose completions all got one reward) rising",
+    "reward_std": "(the reward's std) falling",
+    "reward": "(the train reward) heading to 1",
+}
 _ORDER = ("all_alike", "groups_alike", "mostly_alike", "zero_grad")
 _FED_BY = {
     "all_alike": "reward_max",
@@ -48,6 +68,30 @@ _FED_BY = {
     "mostly_alike": "zero_variance",
     "zero_grad": "grad_norm",
 }
+
+
+class Drain:
+    """One series that falls with the share of groups that still teach: its smoothed value,
+    as the share maps it, and the trend break of its log."""
+
+    __slots__ = ("smooth", "trend")
+
+    def __init__(self, settings: SignalSettings) -> None:
+        self.smooth = Ewma(settings.smoothing)
+        self.trend: TrendBreak = trend_break("down", settings.drain_trend)
+
+    @staticmethod
+    def share(signal: str, x: float) -> float | None:
+        """What ``x`` says of the groups that still teach (None: it says nothing)."""
+        if signal == "reward_std":
+            return x if x >= 0.0 else None
+        if 0.0 <= x <= 1.0:  # a fraction (not a count), a success rate (not a score)
+            return 1.0 - x
+        return None
+
+    def update(self, share: float) -> None:
+        smooth = self.smooth.update(share)
+        self.trend.update(math.log(smooth if smooth > _ZERO else _ZERO))
 
 
 class NoSignalCheck:
@@ -60,6 +104,8 @@ class NoSignalCheck:
         self.streaks: dict[str, int] = {}  # steps in a row each condition held, before this one
         self.held: dict[str, int] = {}  # this step's conditions, with their streak
         self.metrics: dict[str, str] = {}  # signal -> the metric that feeds it
+        self.drains: dict[str, Drain] = {}
+        self.not_shares: set[str] = set()  # signals seen outside [0, 1]: no drain of theirs
 
     def observe(self, signal: str, metric: str, step: int, x: float) -> list[Finding]:
         """One value of one signal at ``step``: what the step looks like now."""
@@ -70,9 +116,50 @@ class NoSignalCheck:
         values = self.values
         values[signal] = x
         self.metrics[signal] = metric
+        draining = signal in _DRAINS and self._drain(signal, x)
         if not self.held and not self._suspect(signal, x):
-            return []  # the common case: nothing held at this step, and this value is fine
-        return self._judge(step)
+            # the common case: nothing held at this step, and this value is fine
+            return [self._draining(step)] if draining else []
+        found = self._judge(step)
+        return found or ([self._draining(step)] if draining else [])
+
+    def _drain(self, signal: str, x: float) -> bool:
+        """Feed a draining series; is the summed evidence of a drain past the threshold?"""
+        share = Drain.share(signal, x)
+        if share is None or signal in self.not_shares:
+            # a count, a score on another scale: its values in [0, 1] say nothing either
+            self.not_shares.add(signal)
+            self.drains.pop(signal, None)
+            return False
+        drain = self.drains.get(signal)
+        if drain is None:
+            drain = self.drains[signal] = Drain(self.s)
+        drain.update(share)
+        return self.drain_evidence() > self.s.drain_trend.threshold
+
+    def drain_evidence(self) -> float:
+        """The drains' summed trend-break evidence over the square root of their number."""
+        drains = self.drains.values()
+        return sum(d.trend.statistic for d in drains) / math.sqrt(len(drains))
+
+    def _draining(self, step: int) -> Finding:
+        stats = {k: d.trend.statistic for k, d in self.drains.items()}
+        falling = [k for k in _DRAINS if stats.get(k, 0.0) > 0.0]
+        first = max(falling, key=stats.__getitem__)
+        evidence: dict[str, object] = {k: self.values[k] for k in SIGNALS if k in self.values}
+        evidence["drain_sds"] = self.drain_evidence()
+        evidence.update({f"trend_break_sds/{k}": v for k, v in stats.items()})
+        what = ", ".join(f"{self.metrics[k]} {_DRAINS[k]}" for k in falling)
+        return Finding(
+            Kind.NO_LEARNING_SIGNAL,
+            "learning_signal",
+            self.metrics[first],
+            Severity.WARNING,
+            step,
+            f"learning signal draining at step {step}: {what}, faster than the run's own "
+            "trend; fewer and fewer groups teach anything",
+            evidence,
+        )
 
     def _suspect(self, signal: str, x: float) -> bool:
         """Could this value make a condition hold?"""
@@ -82,6 +169,8 @@ class NoSignalCheck:
             return abs(x) <= _ZERO
         if signal == "zero_variance":
             return x >= self.s.zero_variance_warning
+        if signal == "reward":
+            return False  # only a drain's
         other = self.values.get("reward_min" if signal == "reward_max" else "reward_max")
         return other is not None and abs(x - other) <= _ZERO
 

@@ -49,8 +49,9 @@ the onset step and is nearly complete T steps later.
   s >= 1) gets one reward for all its completions: 0 (every completion fails, as with a
   reward function that never matches; 2 faults in 3) or 1 (every completion passes). The
   zero-variance fraction goes to 1, the score std to 0, the batch's score max and min to
-  that one reward (once no group varies), train reward to it; grad norm, policy loss and
-  the PPO clip fraction shrink with the share of groups that still vary (exactly 0 at
+  that one reward (once no group varies), train reward to it; the policy loss's mean and
+  the PPO clip fraction shrink with the share of groups that still vary, the grad norm and
+  the loss's noise with its square root (a batch's gradient is mostly noise; exactly 0 at
   s >= 1); the policy stops changing (entropy, length, KL and held-out reward frozen at
   their onset level).
 - policy_mismatch: the rollout/train probability mismatch (verl's
@@ -86,14 +87,17 @@ on). What rises linearly:
   ramp, then back to normal.
 - rank_straggler: a slowly slowing rank: its step-time factor 1 -> 1 + U(0.5, 2)·s.
 - metric_drift: a slow slide: the MFU drop, 0 -> min(0.9, 0.4s).
-- no_learning_signal: the share of groups with one reward, 0 -> min(1, s): the zero-variance
-  fraction climbs to 1 over the ramp, grad norm and loss fade to 0 with it.
+- no_learning_signal: the share of groups with one reward, 0 -> min(1, s), and that reward
+  is always 1 (every completion passes: the policy solves more and more of its prompts; a
+  reward sliding to 0 is reward_collapse): the zero-variance fraction climbs to 1 over the
+  ramp, the train reward to 1, grad norm and loss fade to 0 with it.
 - policy_mismatch: the mismatch factor, 1 -> 1 + U(2, 6)·s (entropy, grad norm and reward
   follow with the same w).
 
 nonfinite_metric and run_stalled have no gradual form (a value is non-finite or not, a
 run is heard or not) and reject a ramp. Random draws are the same as the fast form's, so
-a gradual fault has the same sizes as the fast one of the same seed.
+a gradual fault has the same sizes as the fast one of the same seed (no_learning_signal's
+one reward aside).
 
 With ``duration`` set, the other kinds recover: step-like ones (reward_chaos,
 rank_straggler, metric_drift) at once, the others back to the healthy curves with a 10-step

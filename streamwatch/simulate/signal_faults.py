@@ -17,8 +17,12 @@ _FAILS_ALL = 2.0 / 3.0  # share of the faults where every completion fails (rewa
 
 def no_learning_signal(lat: Latent, c: Ctx) -> None:
     """A share min(1, s) of the groups (all of them at s >= 1) gets one reward for every
-    completion: at once, or growing linearly over the ramp."""
-    reward = 0.0 if c.rng.random() < _FAILS_ALL else 1.0
+    completion: at once (0 or 1), or growing linearly over the ramp (1)."""
+    fails = c.rng.random() < _FAILS_ALL
+    # A broken reward fails (or passes) everything at once; groups become all-alike
+    # gradually as the policy solves more and more prompts (its accuracy heading to 1), a
+    # reward sliding to 0 being the reward_collapse kind.
+    reward = 0.0 if fails and c.ramp is None else 1.0
     on: Array = np.where(c.after, 1.0, 0.0)
     dead = min(1.0, c.s) * (on if c.ramp is None else c.linear())
     live = 1.0 - dead
@@ -27,9 +31,14 @@ def no_learning_signal(lat: Latent, c: Ctx) -> None:
     lat.reward = dead * reward + live * lat.reward
     lat.reward_noise = lat.reward_noise * np.sqrt(live)  # only the live groups still vary
     lat.score_std = lat.score_std * live
-    # every advantage of a dead group is 0, and so is its share of the gradient and loss
-    lat.grad_norm = lat.grad_norm * live
-    lat.pg_noise = lat.pg_noise * live
+    # Every advantage of a dead group is 0, and so is its share of the gradient and loss,
+    # whose mean is over all the batch's tokens. A batch's policy gradient is mostly noise
+    # (its sd over the tokens far above its mean), so its norm, like the loss's noise, goes
+    # with the square root of the share of tokens that still count; the loss's mean and
+    # the share of clipped tokens go with the share itself.
+    root = np.sqrt(live)
+    lat.grad_norm = lat.grad_norm * root
+    lat.pg_noise = lat.pg_noise * root
     lat.pg_offset = lat.pg_offset * live
     lat.clipfrac = lat.clipfrac * live
     # a policy that no longer learns stops changing
