@@ -22,13 +22,14 @@ latest of each for the step and judges the step on every value.
 The signal can also drain slowly, as the policy solves more and more of its prompts (the
 accuracy heading to 1: DAPO's case for dynamic sampling). Three series fall with the share
 of groups whose completions still differ: one minus the zero-variance fraction, the reward's
-std (TRL's is the mean of the groups' stds), and, for a success rate in [0, 1], one minus
-the train reward. Each, smoothed, feeds a :class:`~streamwatch.detectors.TrendBreak` on its
-log (``drain_trend``), so a run whose accuracy rises and settles is credited with its own
-trend; their summed evidence over the square root of their number, ``drain_trend.threshold``
-or more, is a warning that the signal is draining. The gradient norm falls too, but only as
-the square root of that share (a batch's gradient is mostly noise), and a healthy one falls
-several-fold by itself: it does not count.
+std (TRL's is the mean of the groups' stds), and, when a train reward is fed (signal
+``reward``) and is a success rate in [0, 1], one minus it. Each, smoothed, feeds a
+:class:`~streamwatch.detectors.TrendBreak` on its log (``drain_trend``), so a run whose
+accuracy rises and settles is credited with its own trend; their summed evidence over the
+square root of their number, ``drain_trend.threshold`` or more, is a warning that the signal
+is draining (a series seen outside [0, 1], a count or a score, is not one of them). The
+gradient norm falls too, but only as the square root of that share (a batch's gradient is
+mostly noise), and a healthy one falls several-fold by itself: it does not count.
 
 >>> from streamwatch.config import SignalSettings
 >>> check = NoSignalCheck(SignalSettings())
