@@ -75,8 +75,9 @@ class MismatchCheck:
         gap = abs(x)  # a signed estimate (a KL, a mean log-ratio) drifts away from 0 either way
         smooth = self._smooth.update(gap)
         s = self.s
-        rising = self._rising.update(math.log(max(smooth, _TINY)))
-        if self._rising.statistic == 0.0:
+        trend = self._rising
+        rising = trend.update(math.log(smooth if smooth > _TINY else _TINY))
+        if trend.statistic == 0.0:
             self.rise_from = step + 1
         if len(self._warm) < s.warmup:
             self._warm.append(gap)

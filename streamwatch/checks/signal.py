@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 
 from streamwatch.config import SignalSettings
-from streamwatch.detectors import Ewma, TrendBreak, trend_break
+from streamwatch.detectors import TrendBreak, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
 
 __all__ = ["SIGNALS", "NoSignalCheck"]
@@ -72,26 +72,21 @@ _FED_BY = {
 
 
 class Drain:
-    """One series that falls with the share of groups that still teach: its smoothed value,
-    as the share maps it, and the trend break of its log."""
+    """One series that falls with the share of groups that still teach: its smoothed value
+    (an EWMA), as the share maps it, and the trend break of its log."""
 
-    __slots__ = ("smooth", "trend")
+    __slots__ = ("alpha", "smooth", "trend")
 
     def __init__(self, settings: SignalSettings) -> None:
-        self.smooth = Ewma(settings.smoothing)
+        self.alpha = settings.smoothing
+        self.smooth = math.nan
         self.trend: TrendBreak = trend_break("down", settings.drain_trend)
 
-    @staticmethod
-    def share(signal: str, x: float) -> float | None:
-        """What ``x`` says of the groups that still teach (None: it says nothing)."""
-        if signal == "reward_std":
-            return x if x >= 0.0 else None
-        if 0.0 <= x <= 1.0:  # a fraction (not a count), a success rate (not a score)
-            return 1.0 - x
-        return None
-
     def update(self, share: float) -> None:
-        smooth = self.smooth.update(share)
+        """Feed the share's next (finite) value."""
+        smooth = self.smooth
+        smooth = share if smooth != smooth else smooth + self.alpha * (share - smooth)
+        self.smooth = smooth
         self.trend.update(math.log(smooth if smooth > _ZERO else _ZERO))
 
 
@@ -107,6 +102,7 @@ class NoSignalCheck:
         self.metrics: dict[str, str] = {}  # signal -> the metric that feeds it
         self.drains: dict[str, Drain] = {}
         self.not_shares: set[str] = set()  # signals seen outside [0, 1]: no drain of theirs
+        self._limit = math.inf  # the drains' summed evidence that is a finding
 
     def observe(self, signal: str, metric: str, step: int, x: float) -> list[Finding]:
         """One value of one signal at ``step``: what the step looks like now."""
@@ -126,17 +122,27 @@ class NoSignalCheck:
 
     def _drain(self, signal: str, x: float) -> bool:
         """Feed a draining series; is the summed evidence of a drain past the threshold?"""
-        share = Drain.share(signal, x)
-        if share is None or signal in self.not_shares:
+        # a std is at least 0; a fraction (not a count), a success rate (not a score) in [0, 1]
+        share = x if signal == "reward_std" else (1.0 - x if 0.0 <= x <= 1.0 else -1.0)
+        drains = self.drains
+        drain = drains.get(signal)
+        if drain is None:
+            if share < 0.0 or signal in self.not_shares:
+                self.not_shares.add(signal)
+                return False
+            drain = drains[signal] = Drain(self.s)
+            self._limit = self.s.drain_trend.threshold * math.sqrt(len(drains))
+        elif share < 0.0:
             # a count, a score on another scale: its values in [0, 1] say nothing either
             self.not_shares.add(signal)
-            self.drains.pop(signal, None)
+            del drains[signal]
+            self._limit = self.s.drain_trend.threshold * math.sqrt(max(1, len(drains)))
             return False
-        drain = self.drains.get(signal)
-        if drain is None:
-            drain = self.drains[signal] = Drain(self.s)
         drain.update(share)
-        return self.drain_evidence() > self.s.drain_trend.threshold
+        total = 0.0
+        for d in drains.values():
+            total += d.trend.statistic
+        return total > self._limit
 
     def drain_evidence(self) -> float:
         """The drains' summed trend-break evidence over the square root of their number."""
