@@ -501,6 +501,26 @@ def test_gradual_no_learning_signal_is_a_policy_that_solves_more_and_more_prompt
         assert ratio == pytest.approx(np.sqrt(0.5), rel=1e-9)
 
 
+def test_real_runs_grad_norm_falls_as_about_the_root_of_the_share_still_learning() -> None:
+    """What the fault's grad norm follows: in the real verl GSM8K runs, as the failing share
+    of completions (1 - score; near an accuracy of 1, the groups that still vary go with it)
+    falls 2-3.5x between steps 7-19 and 90-104, the grad norm falls as a power 0.3-0.6 of it,
+    about its square root: not in proportion (a power of 1)."""
+    real = Path(__file__).parent / "data" / "real"
+    powers = []
+    for path in sorted(real.glob("*.jsonl")):
+        rows = [json.loads(line)["metrics"] for line in path.read_text().splitlines()][1:]
+
+        def mean(name: str, lo: int, hi: int, rows: list[dict[str, float]] = rows) -> float:
+            return float(np.mean([r[name] for r in rows[lo:hi]]))
+
+        fell = (1 - mean("critic/score/mean", 7, 20)) / (1 - mean("critic/score/mean", 90, 105))
+        grad = mean("actor/grad_norm", 7, 20) / mean("actor/grad_norm", 90, 105)
+        assert fell > 2.0, path.name
+        powers.append(math.log(grad) / math.log(fell))
+    assert len(powers) == 6 and min(powers) > 0.25 and max(powers) < 0.75, powers
+
+
 def test_a_weaker_no_learning_signal_leaves_some_groups_learning() -> None:
     fault = Fault("no_learning_signal", ONSET, strength=0.5)
     sick = observe_run(healthy_spec("x", seed=11, steps=400, faults=(fault,))).series
