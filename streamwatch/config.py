@@ -300,7 +300,7 @@ class SignalSettings(_Section):
         description="the signal draining: the share of groups that still differ (one minus the "
         "zero-variance fraction), the reward's std and one minus a [0, 1] train reward "
         "falling below their own trend, their summed evidence over the square root of their "
-        "number (healthy simulated runs reach 14 in TRL's names, 18 in verl's with the train "
+        "number (healthy simulated runs reach 14-15 in TRL's names, 18 in verl's with the train "
         "reward fed, 200 seeds each; the real verl runs 1.6)",
     )
 
