@@ -51,6 +51,9 @@ _CORE = {
 }
 _PER_SOURCE = {Indicator.STEP_TIME: True, Indicator.THROUGHPUT: False}
 _FEEDS_HACKING = {Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD}
+# members read on the hot path (an enum's attribute lookup is slow)
+_TRAIN, _HELDOUT = Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD
+_CLIP_RATIO = Indicator.TRUNCATION_RATIO
 #: the indicators the no-learning-signal check reads, by its names for them
 _SIGNAL_OF = {
     Indicator.ZERO_VARIANCE_GROUPS: "zero_variance",
@@ -418,9 +421,9 @@ class RunState:
 
     def _close_special(self, s: Series, step: int, x: float) -> None:
         ind = s.indicator
-        if ind is Indicator.TRAIN_REWARD:
+        if ind is _TRAIN:
             self.hacking.train(x)
-        elif ind is Indicator.HELDOUT_REWARD:
+        elif ind is _HELDOUT:
             found = self.hacking.heldout(step, s.metric, x)
             self._report(self.hacking.kinds, "heldout_reward", step, found)
         if s.component:
@@ -432,7 +435,7 @@ class RunState:
         if s.length is not None:
             judged = self.cap.observe(s.length, s.metric, step, x)
             # the same incident as the clip ratio's: when one is logged, it says when it ends
-            if judged or (judged is not None and Indicator.TRUNCATION_RATIO not in self.bound):
+            if judged or (judged is not None and _CLIP_RATIO not in self.bound):
                 self._report(self.cap.kinds, "truncation_ratio", step, judged)
         if s.straggler is not None:
             values, s.pending_values = s.pending_values, []

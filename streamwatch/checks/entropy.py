@@ -40,6 +40,8 @@ class EntropyCheck:
         self._blowup = Persistence(2)
         self._falling = trend_break("down", settings.collapse_trend)
         self._rising = trend_break("up", settings.blowup_trend)
+        s = settings
+        self._no_collapse = max(s.collapse_critical_ratio, s.collapse_ratio, s.fall_min_ratio)
 
     def update(self, step: int, x: float) -> list[Finding]:
         value = max(1.0 - x if self.invert else x, _FLOOR)
@@ -77,6 +79,8 @@ class EntropyCheck:
 
     def _judge_collapse(self, step: int, smooth: float, x: float, falling: bool) -> Finding | None:
         r = smooth / self.ref
+        if r >= self._no_collapse and not falling:
+            return None  # well above every ratio that could be a collapse: the common case
         full = len(self._recent) == self._recent.maxlen
         fall = ratio(self._recent[0], smooth) if full else 1.0
         if r < self.s.collapse_critical_ratio:

@@ -120,6 +120,10 @@ class RewardCheck:
         self._chaos = Persistence(settings.chaos_persist)
         self._prev = (math.nan, math.nan)  # the two values before this one
         self.chaos_evidence = 0.0  # the CUSUM of the noise growing
+        # its log-likelihood ratio a step is u * slope - offset, u the squared bend in sds
+        rho = settings.chaos_cusum_ratio
+        self._llr_slope = 0.5 * (1.0 - 1.0 / rho)
+        self._llr_offset = 0.5 * math.log(rho)
         self._collapse = Persistence(settings.collapse_persist)
         self._falling = trend_break("down", settings.collapse_trend)
 
@@ -157,8 +161,7 @@ class RewardCheck:
             return False
         e = x - 2.0 * b + a  # variance 6 sd^2 for independent noise
         u = min(e * e / (6.0 * noise * noise), _CLIP_SQUARE)
-        rho = self.s.chaos_cusum_ratio
-        stat = self.chaos_evidence + 0.5 * (u * (1.0 - 1.0 / rho) - math.log(rho))
+        stat = self.chaos_evidence + (u * self._llr_slope - self._llr_offset)
         self.chaos_evidence = stat = max(stat, 0.0)
         return stat > self.s.chaos_cusum_threshold
 

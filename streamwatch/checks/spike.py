@@ -38,6 +38,7 @@ class SpikeCheck:
         self.s = settings
         self.ceiling = ceiling
         self._window = Window(settings.window)
+        self._beyond_median = settings.factor - 1.0  # how far from the median, in its size
         self._spiking = Persistence(settings.persist)
         self.first_step = -1
         # the grad norm (by default) is also watched for slow growth: a healthy KL grows
@@ -61,13 +62,13 @@ class SpikeCheck:
             w.update(x)
             self._spiking.update(False)  # judged by its size: not the start of a spike
             return [self._beyond(step, x, ceiling)]
-        if not w.full:
+        if len(w) < w.size:
             w.update(x)
             return []
         med = w.median()
         dist = abs(x - med)
         # the size test first: it is cheap, and most values fail it (no spread needed then)
-        spike = dist > (self.s.factor - 1.0) * abs(med)
+        spike = dist > self._beyond_median * abs(med)
         sd = math.nan
         if spike:
             sd = max(w.robust_sd(), 1e-12)
