@@ -132,3 +132,18 @@ def test_the_incident_resolves_once_completions_end_on_their_own() -> None:
         (Status.FIRING, 1),
         (Status.RESOLVED, 3 + Config().engine.resolve_after + 1),
     ]
+
+
+def test_a_policy_that_writes_one_short_answer_is_not_truncated() -> None:
+    """Completions of one length that is shorter than the run's longest (a policy collapsed
+    onto one answer) were not cut at a cap."""
+    events = simulated(7, "verl", all_cut=False, clip_ratio=False)
+    collapsed = []
+    for e in events:
+        m = dict(e.metrics)
+        if e.step >= 40 and "response_length/max" in m:
+            m.update({"response_length/mean": 120.0, "response_length/max": 120.0})
+            m["response_length/min"] = 120.0
+        collapsed.append(e.model_copy(update={"metrics": m}))
+    assert max(e.metrics.get("response_length/max", 0.0) for e in events[:40]) > 120.0
+    assert not truncations(run(collapsed))

@@ -4,10 +4,12 @@ Not every framework logs a clip ratio, and a run broken from its first step has 
 past to compare with. The length statistics say it anyway:
 
 - the step's shortest and longest completions have the same length (``min == max``, and so
-  the mean): completions that end by themselves never all stop at the same token, so every
-  one of them was cut at one limit (ms-swift#9261: 4096 = 4096 = 4096 with a clip ratio of 1;
+  the mean), and it is the longest any step of the run reached (and the cap, when known):
+  completions that end by themselves never all stop at the same token, so every one of them
+  was cut at one limit (ms-swift#9261: 4096 = 4096 = 4096 with a clip ratio of 1;
   Agent-R1#30: 257 = 257 = 257). None of the healthy real runs, nor of the healthy rows of
-  the field cases, has a step like that;
+  the field cases, has a step like that. A policy that collapsed onto one answer writes
+  completions of one length too, but shorter than the run's longest: that is no cap;
 - with the cap known (``length.max_response_length``), a mean length at ``cap_fraction`` of
   it or more: nearly every completion reached it (TRL's quickstart at its 256-token cap,
   huggingface/trl#5697).
@@ -48,6 +50,7 @@ class CapCheck:
         self.values: dict[str, float] = {}  # this step's
         self.metrics: dict[str, str] = {}  # what each length statistic is read from
         self.flagged = -1  # the last step with a finding
+        self.longest = 0.0  # the longest completion of any step so far
 
     def observe(self, length: str, metric: str, step: int, x: float) -> list[Finding] | None:
         """One length statistic of ``step``: its findings; ``[]`` when it is the first value
@@ -62,6 +65,8 @@ class CapCheck:
             self.values = {}
         self.values[length] = x
         self.metrics[length] = metric
+        if length == "max" and x > self.longest:
+            self.longest = x
         # a length of its own says nothing but the mean (against a cap); min and max together
         judged = x >= self.s.min_tokens and (length == "mean" or len(self.values) > 1)
         found = self._judge(step) if judged else []
@@ -73,13 +78,14 @@ class CapCheck:
     def _judge(self, step: int) -> list[Finding]:
         values = self.values
         low, high, mean = values.get("min"), values.get("max"), values.get("mean")
-        if low is not None and high is not None and low == high:
+        cap = self.s.max_response_length
+        at_most = self.longest if cap is None else self.s.cap_fraction * cap
+        if low is not None and high is not None and low == high and high >= at_most:
             message = (
                 f"every completion at step {step} is {high:.0f} tokens long (shortest = "
                 f"longest): all cut at the cap"
             )
             return [self._finding(step, "max", message, {"min_length": low, "max_length": high})]
-        cap = self.s.max_response_length
         if cap is not None and mean is not None and mean >= self.s.cap_fraction * cap:
             message = (
                 f"completions at step {step} average {mean:.0f} tokens, {mean / cap:.0%} of the "
