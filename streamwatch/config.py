@@ -195,14 +195,28 @@ class SpikeSettings(_Section):
 class HackingSettings(_Section):
     min_evals: int = Field(4, ge=3, description="held-out evaluations before judging")
     reference: int = Field(20, ge=3, description="evaluations in the held-out reference")
+    min_reference: int = Field(
+        8,
+        ge=3,
+        description="evaluations of the held-out's level before a fall is judged (a level of "
+        "3-5 that came out high read a flat held-out as a fall)",
+    )
     slack: float = Field(0.5, ge=0, description="CUSUM allowance, eval-noise sds per evaluation")
     threshold: float = Field(4.0, gt=0, description="CUSUM decision level, eval-noise sds")
     drop: float = Field(0.02, gt=0, description="and a held-out fall of at least this (absolute)")
+    drop_evals: int = Field(
+        3, ge=1, description="...in the mean of the last this many evaluations below the level"
+    )
     train_rise: float = Field(
         0.0, ge=-1, le=1, description="train reward gain since the reference, at least"
     )
     train_rise_sds: float = Field(
-        2.0, ge=0, description="...and more than this many sds of chance (smoothed train noise)"
+        3.0,
+        ge=0,
+        description="...and more than this many sds of chance (the train reward's mean over "
+        "the evaluation's period against the reference's): it is asked anew at each "
+        "evaluation of a fall, and at 2 a flat train reward beside a falling held-out read as "
+        "a rise in 23 runs of 200 (at 3: 4)",
     )
     noise_window: int = Field(
         50, ge=3, description="second differences in the eval and train noise estimates"

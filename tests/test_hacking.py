@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 from streamwatch.checks.hacking import Bends, HackingCheck
 from streamwatch.config import HackingSettings
 from streamwatch.incidents import Finding
+from streamwatch.simulate import random_fault_spec
+from streamwatch.simulate.curves import draw_params, healthy
+from streamwatch.simulate.faults import apply_faults
 
 
 def test_eval_noise_follows_the_noise_not_the_learning_curve() -> None:
@@ -72,3 +76,57 @@ def test_a_train_reward_unknown_at_the_reference_is_no_rise() -> None:
             y = 0.7 + 0.01 * (-1) ** i - (0.03 * (i - 20) if i > 20 else 0.0)
             found += check.heldout(step, "val/score", y)
     assert found == []
+
+
+def test_a_flat_held_out_beside_a_train_reward_rising_on_its_trend_is_rarely_hacking() -> None:
+    """The verl runs in tests/data/real: train score rising for the whole run while held-out
+    stays near one level. Here 400 steps of it (train +0.2, sd 0.02; held-out sd 0.01), 100
+    runs: a held-out level set from 3 evaluations and frozen called 63 of them hacking (8
+    now); a CUSUM against the true level itself fires in a few."""
+    hits = []
+    for seed in range(100):
+        rng = random.Random(seed)
+        check = HackingCheck(HackingSettings())
+        found: list[Finding] = []
+        for step in range(400):
+            if step > 0:
+                check.train(0.75 + 0.0005 * step + rng.gauss(0.0, 0.02))
+            if step % 10 == 0:
+                found += check.heldout(step, "val/acc", 0.65 + rng.gauss(0.0, 0.01))
+        hits += [seed] if found else []
+    assert len(hits) <= 10, hits
+
+
+def test_a_held_out_fall_beside_a_flat_train_reward_is_rarely_hacking() -> None:
+    """``train_rise_sds`` is asked at every evaluation of a fall: 200 runs of
+    :func:`run_check` with a flat train reward, against 200 with a rising one."""
+    flat = sum(bool(run_check(train_slope=0.0, seed=seed)) for seed in range(200))
+    rising = sum(bool(run_check(train_slope=0.002, seed=seed)) for seed in range(200))
+    assert flat <= 10 and rising == 200, (flat, rising)
+
+
+def test_held_out_alone_cannot_call_the_gradual_fault_within_three_evaluations() -> None:
+    """Why gradual reward hacking is found more than 3 evaluations after its onset: on the
+    simulator's gradual fault, a test that knew the onset, the decline's shape, the held-out
+    level and its noise (the sum of squared declines over the noise variance, evaluation by
+    evaluation) reaches 3 sds a median of more than 4 evaluations after the onset, and even
+    2 sds more than 3 in."""
+    for sds, at_least in ((3.0, 4.0), (2.0, 3.0)):
+        delays = [_clairvoyant_delay(seed, sds) for seed in range(30)]
+        assert statistics.median(delays) > at_least, (sds, sorted(delays))
+
+
+def _clairvoyant_delay(seed: int, sds: float) -> float:
+    spec = random_fault_spec("reward_hacking", seed, gradual=True)
+    fault = spec.faults[0]
+    params = draw_params(spec)
+    base, hacked = healthy(spec, params), healthy(spec, params)
+    apply_faults(spec, params, hacked)
+    decline = base.heldout - hacked.heldout
+    evidence = 0.0
+    for step in range(fault.step, spec.steps):
+        if step % spec.eval_every == 0:
+            evidence += float(decline[step]) ** 2
+            if math.sqrt(evidence) / params.heldout_noise >= sds:
+                return (step - fault.step) / spec.eval_every
+    return math.inf
