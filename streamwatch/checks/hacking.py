@@ -8,11 +8,13 @@ at least ``drop`` in the mean of the last ``drop_evals`` evaluations, and a trai
 that rose meanwhile, by ``train_rise`` and by more than ``train_rise_sds`` sds of its own
 noise, is the Gao et al. signature of over-optimisation. The fall is judged once the level
 rests on ``min_reference`` evaluations; the evaluations of an excursion that ends without a
-finding join the level afterwards (they were the held-out's level too). A reference of 3
-evaluations that came out high, frozen for good, read a flat held-out beside a rising train
-reward as a fall in 63 of 100 runs of 400 steps and in all 50 of 1,000 steps; now in 8 of
-100 and 9 of 50 (tests/test_hacking.py). The train reward's rise is the mean of its values over the
-evaluation's period against that at the reference, each step counted once.
+finding join the level afterwards (they were the held-out's level too), and one that stays
+a little below it (less than ``drop``) for longer than the level's window is the level.
+A reference of 3 evaluations that came out high, frozen for good, read a flat held-out
+beside a rising train reward as a fall in 63 of 100 runs of 400 steps and in all 50 of
+1,000 steps; now in 5 of 100 and 5 of 50 (tests/test_hacking.py). The train reward's rise
+is the mean of its values over the evaluation's period against that at the reference, each
+step counted once.
 
 A CUSUM weighs every evaluation since the fall began, so a steady decline is found in a few
 evaluations while a single bad one is not. A train score far above held-out is normal and is
@@ -94,6 +96,16 @@ class HackingCheck:
         # the fall: of the last evaluations, not one low one (noise dips alone)
         last = self._excursion[-self.s.drop_evals :]
         drop = reference - sum(last) / len(last)
+        if len(self._excursion) > self._reference.size and drop < self.s.drop:
+            # a little below the level for longer than the level's own window: this is the
+            # held-out's level now (a reference that came out high never sees the CUSUM
+            # return to 0)
+            for past in self._excursion[:-1]:
+                self._reference.update(past)
+            self._excursion.clear()
+            self.cusum = 0.0
+            self._note_reference(step, y, train_now)
+            return []
         train_gain = train_now - self.train_at_reference
         if self.cusum <= self.s.threshold or drop < self.s.drop:
             return []
