@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,6 +38,7 @@ from typing import Any
 from streamwatch.alerting.config import AlertingConfig
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.testing import Received, RecordingReceiver, Reply, incident
+from streamwatch.live.testing import blackhole_broker, open_fds
 from streamwatch.publish import Publisher
 
 SCENARIOS = (
@@ -127,32 +127,11 @@ def outage(runs: int = 20, down_requests: int = 60) -> str:
     )
 
 
-_BLACKHOLE = """
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(1024)
-print(s.getsockname()[1], flush=True)
-kept = []
-while True:
-    kept.append(s.accept()[0])
-    if len(kept) > 2000:
-        kept.pop(0).close()
-"""
-
-
-def _fds() -> int:
-    return len(list(Path("/proc/self/fd").iterdir()))
-
-
 def blackhole(seconds: float = 60.0) -> str:
-    hole = subprocess.Popen([sys.executable, "-c", _BLACKHOLE], stdout=subprocess.PIPE, text=True)
-    try:
-        assert hole.stdout is not None
-        port = int(hole.stdout.readline())
-        fds0, threads0 = _fds(), threading.active_count()
+    with blackhole_broker() as address:
+        fds0, threads0 = open_fds(), threading.active_count()
         pub = Publisher(
-            f"127.0.0.1:{port}",
+            address,
             "faults-blackhole",
             max_buffer=1000,
             reconnect_backoff=(0.01, 0.05),
@@ -164,17 +143,15 @@ def blackhole(seconds: float = 60.0) -> str:
             pub.log({"loss": 1.0}, step=step)
             step += 1
             time.sleep(0.05)
-            top_fds, top_threads = max(top_fds, _fds()), max(top_threads, threading.active_count())
+            top_fds, top_threads = (
+                max(top_fds, open_fds()),
+                max(top_threads, threading.active_count()),
+            )
         pub.close(timeout=1.0)
         stats = pub.stats
-    finally:
-        hole.kill()
-        hole.wait()
-        if hole.stdout is not None:
-            hole.stdout.close()
     return (
         f"blackhole broker ({seconds:g} s): descriptors {fds0} -> at most {top_fds} -> "
-        f"{_fds()} after close; threads {threads0} -> at most {top_threads} -> "
+        f"{open_fds()} after close; threads {threads0} -> at most {top_threads} -> "
         f"{threading.active_count()}; {stats.errors} failed starts; {stats.logged} logged, "
         f"{stats.sent} sent, dropped by reason {stats.drops}; broker {stats.broker}"
     )

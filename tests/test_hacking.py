@@ -78,22 +78,29 @@ def test_a_train_reward_unknown_at_the_reference_is_no_rise() -> None:
     assert found == []
 
 
-def test_a_flat_held_out_beside_a_train_reward_rising_on_its_trend_is_rarely_hacking() -> None:
-    """The verl runs in tests/data/real: train score rising for the whole run while held-out
-    stays near one level. Here 400 steps of it (train +0.2, sd 0.02; held-out sd 0.01), 100
-    runs: a held-out level set from 3 evaluations and frozen called 63 of them hacking (5
-    now); a CUSUM against the true level itself fires in a few."""
+def plateau_hits(runs: int, steps: int) -> list[int]:
+    """The seeds of ``runs`` runs called hacking: a train reward rising for the whole run
+    (+0.0005 a step, sd 0.02) beside a held-out flat at 0.65 (sd 0.01, every 10 steps)."""
     hits = []
-    for seed in range(100):
+    for seed in range(runs):
         rng = random.Random(seed)
         check = HackingCheck(HackingSettings())
         found: list[Finding] = []
-        for step in range(400):
+        for step in range(steps):
             if step > 0:
                 check.train(0.75 + 0.0005 * step + rng.gauss(0.0, 0.02))
             if step % 10 == 0:
                 found += check.heldout(step, "val/acc", 0.65 + rng.gauss(0.0, 0.01))
         hits += [seed] if found else []
+    return hits
+
+
+def test_a_flat_held_out_beside_a_train_reward_rising_on_its_trend_is_rarely_hacking() -> None:
+    """The verl runs in tests/data/real: train score rising for the whole run while held-out
+    stays near one level. Here 100 runs of 400 steps of it: a held-out level set from 3
+    evaluations and frozen called 63 of them hacking (5 now); a CUSUM against the true
+    level itself fires in a few."""
+    hits = plateau_hits(100, 400)
     assert len(hits) <= 10, hits
 
 
@@ -101,17 +108,7 @@ def test_a_long_plateau_is_a_level_not_a_fall() -> None:
     """The same for 1,000 steps (100 evaluations): a level that came out high once is
     replaced by the excursion below it, which lasts longer than the level's window (a
     frozen level called every one of 50 such runs hacking)."""
-    hits = []
-    for seed in range(50):
-        rng = random.Random(seed)
-        check = HackingCheck(HackingSettings())
-        found: list[Finding] = []
-        for step in range(1000):
-            if step > 0:
-                check.train(0.75 + 0.0005 * step + rng.gauss(0.0, 0.02))
-            if step % 10 == 0:
-                found += check.heldout(step, "val/acc", 0.65 + rng.gauss(0.0, 0.01))
-        hits += [seed] if found else []
+    hits = plateau_hits(50, 1000)
     assert len(hits) <= 5, hits
 
 

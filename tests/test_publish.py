@@ -26,6 +26,7 @@ from kafka_broker import OwnBroker
 
 import streamwatch.publish
 from streamwatch.events import decode_event
+from streamwatch.live.testing import blackhole_broker, open_fds
 from streamwatch.publish import FINISHED_METRIC, FINISHED_TAG, FINISHED_VALUE, Publisher
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -247,25 +248,6 @@ def test_drops_are_counted_by_reason_and_logged_with_their_counts(
     assert "broker unreachable" in drops[-1]
 
 
-BLACKHOLE = """
-import socket, sys
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(1024)
-print(s.getsockname()[1], flush=True)
-kept = []
-while True:
-    conn, _ = s.accept()  # take the connection, never say a word
-    kept.append(conn)
-    if len(kept) > 2000:
-        kept.pop(0).close()
-"""
-
-
-def open_fds() -> int:
-    return len(list(Path("/proc/self/fd").iterdir()))
-
-
 @pytest.mark.slow
 @KAFKA_WARNINGS
 def test_a_blackhole_broker_leaks_no_descriptors_and_no_threads() -> None:
@@ -273,13 +255,10 @@ def test_a_blackhole_broker_leaks_no_descriptors_and_no_threads() -> None:
     broker): the publisher retries many times, and its descriptors and threads stay flat."""
     import threading
 
-    hole = subprocess.Popen([sys.executable, "-c", BLACKHOLE], stdout=subprocess.PIPE, text=True)
-    try:
-        assert hole.stdout is not None
-        port = int(hole.stdout.readline())
+    with blackhole_broker() as address:
         fds_before, threads_before = open_fds(), threading.active_count()
         pub = Publisher(
-            f"127.0.0.1:{port}",
+            address,
             "run-blackhole",
             max_buffer=100,
             reconnect_backoff=(0.01, 0.05),
@@ -296,11 +275,6 @@ def test_a_blackhole_broker_leaks_no_descriptors_and_no_threads() -> None:
             threads.append(threading.active_count())
         stats = pub.stats
         pub.close(timeout=1.0)
-    finally:
-        hole.kill()
-        hole.wait()
-        if hole.stdout is not None:
-            hole.stdout.close()
     print(f"fds {fds_before} -> max {max(fds)}, threads {threads_before} -> max {max(threads)}")
     print(f"failed starts {stats.errors}, stats {stats}")
     assert stats.errors >= 50, f"only {stats.errors} failed starts: the loop did not spin"

@@ -87,11 +87,7 @@ class HackingCheck:
         self.cusum = max(0.0, self.cusum + shortfall / noise - self.s.slack)
         if self.cusum == 0.0:
             # no fall after all: the excursion's evaluations were the held-out's level too
-            for past in self._excursion:
-                self._reference.update(past)
-            self._excursion.clear()
-            self._note_reference(step, y, train_now)
-            return []
+            return self._level_again(step, y, train_now)
         self._excursion.append(y)
         # the fall: of the last evaluations, not one low one (noise dips alone)
         last = self._excursion[-self.s.drop_evals :]
@@ -100,12 +96,8 @@ class HackingCheck:
             # a little below the level for longer than the level's own window: this is the
             # held-out's level now (a reference that came out high never sees the CUSUM
             # return to 0)
-            for past in self._excursion[:-1]:
-                self._reference.update(past)
-            self._excursion.clear()
-            self.cusum = 0.0
-            self._note_reference(step, y, train_now)
-            return []
+            self._excursion.pop()
+            return self._level_again(step, y, train_now)
         train_gain = train_now - self.train_at_reference
         if self.cusum <= self.s.threshold or drop < self.s.drop:
             return []
@@ -140,6 +132,16 @@ class HackingCheck:
                 onset_step=self.since,
             )
         ]
+
+    def _level_again(self, step: int, y: float, train_now: float) -> list[Finding]:
+        """The excursion below the level was no fall: its evaluations, then this one, join
+        the level, and the evidence starts afresh."""
+        for past in self._excursion:
+            self._reference.update(past)
+        self._excursion.clear()
+        self.cusum = 0.0
+        self._note_reference(step, y, train_now)
+        return []
 
     def _note_reference(self, step: int, y: float, train_now: float) -> None:
         """No evidence of a fall: this evaluation is part of the held-out's normal level."""

@@ -62,7 +62,7 @@ class SpikeCheck:
             w.update(x)
             self._spiking.update(False)  # judged by its size: not the start of a spike
             return [self._beyond(step, x, ceiling)]
-        if len(w) < w.size:
+        if not w.full:
             w.update(x)
             return []
         med = w.median()

@@ -24,10 +24,14 @@ without any real wait.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from streamwatch.clock import ManualClock
@@ -49,6 +53,8 @@ __all__ = [
     "FakeRecord",
     "NoListener",
     "TopicSpec",
+    "blackhole_broker",
+    "open_fds",
 ]
 
 _MAX_POLL_RECORDS = 500
@@ -339,3 +345,39 @@ class FakeProducer:
 
     def close(self, timeout: float | None = None) -> None:
         pass
+
+
+# -- a broker that never answers ------------------------------------------------------------
+
+_BLACKHOLE = """
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(1024)
+print(s.getsockname()[1], flush=True)
+kept = []
+while True:
+    kept.append(s.accept()[0])  # take the connection, never say a word
+    if len(kept) > 2000:
+        kept.pop(0).close()
+"""
+
+
+@contextmanager
+def blackhole_broker() -> Iterator[str]:
+    """A TCP server on 127.0.0.1, in a child process, that accepts connections and never
+    speaks Kafka (a load balancer in front of a dead broker); yields its address."""
+    hole = subprocess.Popen([sys.executable, "-c", _BLACKHOLE], stdout=subprocess.PIPE, text=True)
+    try:
+        assert hole.stdout is not None
+        yield f"127.0.0.1:{int(hole.stdout.readline())}"
+    finally:
+        hole.kill()
+        hole.wait()
+        if hole.stdout is not None:
+            hole.stdout.close()
+
+
+def open_fds() -> int:
+    """The file descriptors this process holds (Linux)."""
+    return len(list(Path("/proc/self/fd").iterdir()))
