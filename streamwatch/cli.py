@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamwatch import __version__
+from streamwatch.commands import COMMANDS
 
 if TYPE_CHECKING:
     from streamwatch.replay import ReplayResult
@@ -28,24 +29,6 @@ __all__ = ["COMMANDS", "main"]
 EXIT_OK, EXIT_INCIDENT, EXIT_USAGE = 0, 1, 2
 #: A replay that read no event at all: nothing was checked, which is not a pass.
 EXIT_NO_EVENTS = 3
-
-#: Every command and its one-line help: what ``streamwatch --help`` lists without building
-#: the commands' own parsers (a test holds it equal to :func:`cli_args.build_parser`'s).
-COMMANDS = {
-    "replay": "replay recorded logs through the engine",
-    "inspect": "show how recorded logs are read: format, step, which metric feeds which check",
-    "watch": "follow growing logs (files, TensorBoard directories) live, with stall detection",
-    "demo": "a simulated multi-node cluster with failures, no Kafka",
-    "simulate": "write simulated runs to a JSONL file",
-    "check-config": "validate a config file offline",
-    "silence": "mute matching incidents for a while",
-    "test-route": "send a sample incident through the routes; say what went where and why",
-    "report": "write a self-contained HTML report of recorded runs, incidents drawn on the curves",
-    "compare": "compare a candidate against a baseline: better / worse / indistinguishable",
-    "run": "the live service: consume metrics, emit incidents",
-    "publish": "send recorded logs to a topic, keyed by run id",
-    "record": "write a topic's messages to a JSONL file",
-}
 
 #: Optional dependencies a command may miss -> the extra that brings it.
 _EXTRAS = {

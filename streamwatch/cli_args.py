@@ -16,7 +16,7 @@ from streamwatch.alerting.cli import (
     add_silence_commands,
     add_test_route_command,
 )
-from streamwatch.cli import COMMANDS
+from streamwatch.commands import COMMANDS
 from streamwatch.incidents import KINDS, Severity
 from streamwatch.sources import FORMATS
 

@@ -20,7 +20,7 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from streamwatch.simulate.noise import Noise, draw_noise
+from streamwatch.simulate.noise import Noise
 from streamwatch.simulate.signal import (
     SignalParams,
     draw_signal_params,
@@ -36,7 +36,6 @@ __all__ = [
     "Noise",
     "Observed",
     "Params",
-    "draw_noise",
     "draw_params",
     "healthy",
     "observe",

@@ -8,8 +8,9 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 
 from streamwatch.events import Event, Source, finished_event
-from streamwatch.simulate.curves import Observed, draw_noise, draw_params, healthy, observe
+from streamwatch.simulate.curves import Observed, draw_params, healthy, observe
 from streamwatch.simulate.faults import apply_faults
+from streamwatch.simulate.noise import draw_noise
 from streamwatch.simulate.spec import RunSpec
 
 __all__ = ["METRIC_NAMES", "observe_run", "simulate", "simulate_run", "write_jsonl"]
@@ -93,7 +94,7 @@ def observe_run(spec: RunSpec) -> Observed:
     params = draw_params(spec)
     latent = healthy(spec, params)
     apply_faults(spec, params, latent)
-    return observe(spec, params, latent, draw_noise(spec, params))
+    return observe(spec, params, latent, draw_noise(spec, params.grad_spike_rate))
 
 
 def simulate_run(spec: RunSpec) -> Iterator[Event]:

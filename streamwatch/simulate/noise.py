@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from streamwatch.simulate.spec import RunSpec, stream_rng
-
-if TYPE_CHECKING:
-    from streamwatch.simulate.curves import Params
 
 __all__ = ["Noise", "draw_noise"]
 
@@ -69,10 +65,11 @@ def _blips(seed: int, stream: int, n: int, rate: float, low: float, high: float)
     return out
 
 
-def draw_noise(spec: RunSpec, p: Params) -> Noise:
+def draw_noise(spec: RunSpec, grad_spike_rate: float) -> Noise:
+    """The run's draws; ``grad_spike_rate``: isolated grad-norm spikes per step."""
     n, ranks, seed = spec.steps, spec.ranks, spec.seed
     z = {name: stream_rng(seed, 10 + i).standard_normal(n) for i, name in enumerate(_SERIES)}
-    spike = _blips(seed, 40, n, p.grad_spike_rate, 10.0, 100.0)
+    spike = _blips(seed, 40, n, grad_spike_rate, 10.0, 100.0)
     repeat = np.zeros(n, dtype=bool)
     repeat[1:] = (spike[1:] > 1.0) & (spike[:-1] > 1.0)
     spike = np.where(repeat, 1.0, spike)  # spikes are isolated: never two steps in a row
