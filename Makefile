@@ -14,6 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	@echo "setting up $(VENV): the package and its development tools (once)"
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip uninstall -q -y streamwatch 2>/dev/null || true  # the distribution's former name
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 

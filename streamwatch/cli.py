@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from streamwatch import __version__
 from streamwatch.commands import COMMANDS
+from streamwatch.install import EXTRAS, install_hint
 
 if TYPE_CHECKING:
     from streamwatch.replay import ReplayResult
@@ -29,15 +30,6 @@ __all__ = ["COMMANDS", "main"]
 EXIT_OK, EXIT_INCIDENT, EXIT_USAGE = 0, 1, 2
 #: A replay that read no event at all: nothing was checked, which is not a pass.
 EXIT_NO_EVENTS = 3
-
-#: Optional dependencies a command may miss -> the extra that brings it.
-_EXTRAS = {
-    "plotly": "report",
-    "scipy": "report",
-    "kafka": "kafka",
-    "prometheus_client": "kafka",
-    "tensorboard": "tensorboard",
-}
 
 
 def _listing_parser() -> argparse.ArgumentParser:
@@ -73,11 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except ModuleNotFoundError as exc:
         missing = (exc.name or "").partition(".")[0]
-        extra = _EXTRAS.get(missing)
+        extra = EXTRAS.get(missing)
         if extra is None:
             raise
         print(
-            f"streamwatch: '{args.command}' needs {missing}: pip install 'streamwatch[{extra}]'",
+            f"streamwatch: '{args.command}' needs {missing}: {install_hint(extra)}",
             file=sys.stderr,
         )
         return EXIT_USAGE

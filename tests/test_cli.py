@@ -362,10 +362,12 @@ def test_a_command_without_its_extra_names_the_extra(
     import sys
 
     monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
-    log = Path(__file__).resolve().parent.parent / "examples" / "logs" / "healthy.jsonl"
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)  # run from the checkout: the hint installs the checkout's extra
+    log = root / "examples" / "logs" / "healthy.jsonl"
     assert main([command, str(log), "-o", str(tmp_path / "r.html")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"streamwatch: '{command}' needs {module}: pip install 'streamwatch[{extra}]'"]
+    assert err == [f"streamwatch: '{command}' needs {module}: pip install -e '.[{extra}]'"]
 
 
 def test_run_without_the_kafka_extra_names_the_extra(
@@ -376,6 +378,7 @@ def test_run_without_the_kafka_extra_names_the_extra(
     for name in [m for m in sys.modules if m == "kafka" or m.startswith("kafka.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "kafka", None)
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)  # from the checkout
     assert main(["run", "--bootstrap-servers", "127.0.0.1:1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == "streamwatch: 'run' needs kafka: pip install 'streamwatch[kafka]'"
+    assert err[-1] == "streamwatch: 'run' needs kafka: pip install -e '.[kafka]'"

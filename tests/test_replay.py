@@ -151,5 +151,6 @@ def test_a_tensorboard_file_without_the_extra_names_it(
 
     tb = Path(__file__).parent / "data" / "formats" / "tensorboard"
     monkeypatch.setattr(files, "tensorboard_available", lambda: False)
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)  # from the checkout
     assert main(["replay", str(tb)]) == 2
-    assert "pip install 'streamwatch[tensorboard]'" in capsys.readouterr().err
+    assert "pip install -e '.[tensorboard]'" in capsys.readouterr().err

@@ -9,7 +9,7 @@
 - :func:`add_report_commands` / :func:`run_report_command`: the ``report`` and ``compare``
   sub-commands.
 
-Drawing needs plotly (``pip install 'streamwatch[report]'``); comparing does not.
+Drawing needs plotly (the ``report`` extra); comparing does not.
 """
 
 from .cli import add_report_commands, run_report_command

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from streamwatch.config import load_config
+from streamwatch.install import install_hint
 
 __all__ = ["add_report_commands", "run_report_command"]
 
@@ -95,7 +96,7 @@ def run_report_command(args: argparse.Namespace) -> int | None:
     except ModuleNotFoundError as exc:
         missing = (exc.name or "plotly").partition(".")[0]
         print(
-            f"streamwatch: '{command}' needs {missing}: pip install 'streamwatch[report]'",
+            f"streamwatch: '{command}' needs {missing}: {install_hint('report')}",
             file=sys.stderr,
         )
         return EXIT_USAGE

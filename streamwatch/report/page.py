@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
+from streamwatch.install import install_hint
+
 __all__ = ["JsMode", "Page", "figure_json", "plotly_version"]
 
 JsMode = Literal["gzip", "plain"]
@@ -133,7 +135,7 @@ def _plotly_js() -> str:
         from plotly.offline import get_plotlyjs
     except ImportError as exc:
         raise ImportError(
-            "HTML reports need plotly: pip install 'streamwatch[report]' (or plotly>=6.1)"
+            f"HTML reports need plotly: {install_hint('report')} (or plotly>=6.1)"
         ) from exc
     js: str = get_plotlyjs()
     return js

@@ -19,11 +19,10 @@ from streamwatch.events import Event
 
 from ._reading import ReadContext
 
-__all__ = ["EXTRA_HINT", "MAGIC", "is_event_file", "read_tensorboard", "tensorboard_available"]
+__all__ = ["MAGIC", "is_event_file", "read_tensorboard", "tensorboard_available"]
 
 #: What the first record of every event file says.
 MAGIC = b"brain.Event:"
-EXTRA_HINT = "install the tensorboard extra: pip install 'streamwatch[tensorboard]'"
 #: A step's scalars beyond this many start a new event (bounds memory).
 _MAX_GROUP = 10_000
 

@@ -27,9 +27,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from streamwatch.events import Event, Problem
+from streamwatch.install import install_hint
 
 from ._reading import ReadContext, ReadStats
-from ._tensorboard import EXTRA_HINT, tensorboard_available
+from ._tensorboard import tensorboard_available
 from .formats import FORMATS, READERS, detect_format
 
 __all__ = [
@@ -100,7 +101,8 @@ class FileSource:
             raise ValueError("run_id must not be empty")
         self.format: str = format if format is not None else detect_format(self.path)
         if self.format == "tensorboard" and not tensorboard_available():
-            raise ValueError(f"{self.path} is a TensorBoard event file: {EXTRA_HINT}")
+            hint = install_hint("tensorboard")
+            raise ValueError(f"{self.path} is a TensorBoard event file: install the extra: {hint}")
         self.run_id = run_id
         self.size: int = info.st_size
         self.max_line_bytes = max_line_bytes

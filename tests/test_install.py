@@ -1,0 +1,104 @@
+"""The distribution's name and the hints that install an extra: ``streamwatch-rl`` from PyPI
+(``streamwatch`` there is another project), or the checkout itself when run from one."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from streamwatch.install import DISTRIBUTION, hint_for, source_checkout
+
+ROOT = Path(__file__).resolve().parent.parent
+TENSORBOARD_RUN = ROOT / "tests" / "data" / "formats" / "tensorboard"
+# Runs the command as if the tensorboard package were not installed.
+WITHOUT_TENSORBOARD = (
+    "import sys; sys.modules['tensorboard'] = None; "
+    "from streamwatch.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def _replay_without_tensorboard(cwd: Path, pythonpath: Path | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TENSORBOARD, "replay", str(TENSORBOARD_RUN)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    return done.stderr
+
+
+def test_the_project_is_named_as_the_hints_name_it() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["name"] == DISTRIBUTION == "streamwatch-rl"
+    assert project["scripts"] == {"streamwatch": "streamwatch.cli:main"}  # the command stays
+
+
+def test_a_checkout_is_recognised() -> None:
+    assert source_checkout() == ROOT
+
+
+def test_in_a_checkout_the_hint_installs_the_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    assert hint_for("report", ROOT) == "pip install -e '.[report]'"
+    monkeypatch.chdir(tmp_path)
+    assert hint_for("report", ROOT) == f"pip install -e '{ROOT}[report]'"
+    assert hint_for("report", None) == "pip install 'streamwatch-rl[report]'"
+
+
+def test_a_replay_from_the_checkout_names_the_checkouts_install() -> None:
+    err = _replay_without_tensorboard(cwd=ROOT)
+    assert "pip install -e '.[tensorboard]'" in err, err
+    assert str(TENSORBOARD_RUN) in err
+
+
+def test_a_replay_from_an_installed_package_names_the_distribution(tmp_path: Path) -> None:
+    """The package on its own, as a wheel puts it in site-packages: no pyproject beside it."""
+    site = tmp_path / "site"
+    shutil.copytree(
+        ROOT / "streamwatch", site / "streamwatch", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    err = _replay_without_tensorboard(cwd=tmp_path, pythonpath=site)
+    assert "pip install 'streamwatch-rl[tensorboard]'" in err, err
+
+
+def test_every_hint_in_the_code_comes_from_the_one_function() -> None:
+    """No module but streamwatch/install.py spells an install command or a bare extra."""
+    spelled = re.compile(r"pip install|streamwatch\[")
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in sorted((ROOT / "streamwatch").rglob("*.py"))
+        if path.name != "install.py"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if spelled.search(line)
+    ]
+    assert found == []
+
+
+def test_the_readme_installs_the_distribution() -> None:
+    """Every pip install in the README names streamwatch-rl (or the checkout), never the
+    other project's name."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    installs = re.findall(r"pip install [^`\n|]*", readme)
+    assert sum(DISTRIBUTION in line for line in installs) >= 3
+    for line in installs:
+        words = line.partition("#")[0].split()[2:]  # a shell comment is not installed
+        names = [w.strip("'\"") for w in words if not w.startswith("-")]
+        ours = [w for w in names if w.split("[")[0] in ("streamwatch", DISTRIBUTION, ".")]
+        assert all(w.split("[")[0] != "streamwatch" for w in ours), line
+    assert not re.search(r"`streamwatch\[", readme)
