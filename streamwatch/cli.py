@@ -20,16 +20,13 @@ from typing import TYPE_CHECKING
 from streamwatch import __version__
 from streamwatch.commands import COMMANDS
 from streamwatch.install import EXTRAS, install_hint
+from streamwatch.outcome import EXIT_INCIDENT, EXIT_NO_EVENTS, EXIT_OK, EXIT_USAGE, exit_code
 
 if TYPE_CHECKING:
     from streamwatch.replay import ReplayResult
     from streamwatch.simulate import Fault
 
 __all__ = ["COMMANDS", "main"]
-
-EXIT_OK, EXIT_INCIDENT, EXIT_USAGE = 0, 1, 2
-#: A replay that read no event at all: nothing was checked, which is not a pass.
-EXIT_NO_EVENTS = 3
 
 
 def _listing_parser() -> argparse.ArgumentParser:
@@ -119,7 +116,6 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from streamwatch.cli_sinks import incident_sinks
     from streamwatch.config import load_config
-    from streamwatch.incidents import Severity
     from streamwatch.replay import format_summary, format_verbose, progress_stream, replay_files
 
     config = load_config(args.config)
@@ -139,13 +135,10 @@ def _replay(args: argparse.Namespace) -> int:
         print(format_verbose(result))
     if result.events == 0:
         return _no_events(result)
-    if args.fail_on:
-        limit = Severity(args.fail_on)
-        worst = result.worst()
-        if worst is not None and worst.rank >= limit.rank:
-            print(f"streamwatch: failing: a {worst.value} incident fired", file=sys.stderr)
-            return EXIT_INCIDENT
-    return EXIT_OK
+    code = exit_code(events=result.events, worst=result.worst(), fail_on=args.fail_on)
+    if code == EXIT_INCIDENT:
+        print(f"streamwatch: failing: a {result.worst()} incident fired", file=sys.stderr)
+    return code
 
 
 def _no_events(result: ReplayResult) -> int:

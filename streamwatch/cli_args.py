@@ -49,12 +49,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     r.add_argument("--incidents-out", metavar="FILE", help="write incident updates as JSONL")
     r.add_argument("--config", metavar="FILE", default=_env("CONFIG"), help="TOML or JSON")
-    r.add_argument(
-        "--fail-on",
-        choices=[s.value for s in Severity],
-        metavar="SEVERITY",
-        help="exit 1 if an incident of this severity or worse fires (info|warning|critical)",
-    )
+    _add_fail_on(r)
     _add_reading_args(r)
     r.add_argument("--quiet", action="store_true", help="no live incident lines, summary only")
     r.add_argument(
@@ -82,20 +77,32 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help=COMMANDS["watch"],
         description="Follow logs as training writes them: new lines of text logs (every "
         "format replay reads), new records and new event files of TensorBoard directories, "
-        "the new entries of a rewritten trainer_state.json. The same engine as replay, with "
-        "stall detection on the watcher's clock (silence since a run's last event was read); "
-        "incidents and alerts as for run. Ctrl-C ends it with a summary.",
+        "the new entries of a rewritten trainer_state.json; in a directory, every log replay "
+        "would read there, new ones too (of a Hugging Face output directory, each new "
+        "checkpoint-N's trainer_state.json). The same engine as replay, with stall detection "
+        "on the watcher's clock (silence since a run's last event was read); incidents and "
+        "alerts as for run. Ctrl-C or SIGTERM ends it with a summary; exit codes as replay's.",
     )
     w.add_argument("paths", nargs="+", metavar="PATH", help="log files or directories")
-    w.add_argument("--poll", type=float, default=2.0, metavar="SECONDS", help="read every ...")
+    w.add_argument(
+        "--poll", type=float, default=2.0, metavar="SECONDS", help="look for new data this often"
+    )
     w.add_argument(
         "--idle-exit",
         type=float,
         metavar="SECONDS",
         help="end after this long without a new event (default: run until interrupted)",
     )
+    w.add_argument(
+        "--status-seconds",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a progress line (runs, events, last step, open incidents) this often; 0: none",
+    )
     w.add_argument("--incidents-out", metavar="FILE", help="append incident updates as JSONL")
     w.add_argument("--config", metavar="FILE", default=_env("CONFIG"), help="TOML or JSON")
+    _add_fail_on(w)
     w.add_argument("--format", choices=FORMATS, help="skip format detection")
     w.add_argument("--run-id", metavar="ID", help="the run id of every followed file's events")
     w.add_argument("--quiet", action="store_true", help="no live incident lines")
@@ -156,6 +163,15 @@ def _by_name(
 ) -> None:
     for name in names:
         sub.add_parser(name, help=COMMANDS[name])
+
+
+def _add_fail_on(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--fail-on",
+        choices=[s.value for s in Severity],
+        metavar="SEVERITY",
+        help="exit 1 if an incident of this severity or worse fires (info|warning|critical)",
+    )
 
 
 def _add_reading_args(p: argparse.ArgumentParser) -> None:

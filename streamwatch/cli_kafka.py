@@ -12,16 +12,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from types import FrameType
+from collections.abc import Sequence
 from typing import Any
 
 from streamwatch.alerting.cli import add_alert_args
 from streamwatch.config import EnvOption
+from streamwatch.interrupt import stop_on_signals
 from streamwatch.sources import FORMATS
 
 __all__ = ["COMMANDS", "add_commands", "apply_env", "dispatch", "main"]
@@ -283,25 +280,6 @@ def _connection(args: argparse.Namespace) -> Any:
     )
 
 
-@contextmanager
-def _stop_on_signals() -> Iterator[threading.Event]:
-    """SIGINT/SIGTERM set the event (finish the batch, commit, leave); a second one kills."""
-    stop = threading.Event()
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-        stop.set()
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
 def _run(args: argparse.Namespace) -> int:
     from streamwatch.alerting.cli import build_dispatcher
     from streamwatch.config import load_config
@@ -332,7 +310,7 @@ def _run(args: argparse.Namespace) -> int:
     alerts = build_dispatcher(args, config.alerting)
     service = Service(settings, config, sinks=[alerts] if alerts is not None else [])
     try:
-        with _stop_on_signals() as stop:
+        with stop_on_signals() as stop:
             counts = service.run(stop, max_idle=args.max_idle)
     finally:
         if alerts is not None:  # delivered or spooled for the next start
@@ -347,7 +325,7 @@ def _publish(args: argparse.Namespace) -> int:
     if args.follow:
         from streamwatch.publish_follow import follow_and_publish
 
-        with _stop_on_signals() as stop:
+        with stop_on_signals() as stop:
             result = follow_and_publish(
                 args.paths,
                 _connection(args).client_kwargs(),
@@ -377,7 +355,7 @@ def _publish(args: argparse.Namespace) -> int:
 def _record(args: argparse.Namespace) -> int:
     from streamwatch.kafka_tools import record_topic
 
-    with _stop_on_signals() as stop:
+    with stop_on_signals() as stop:
         result = record_topic(
             _connection(args).client_kwargs(),
             args.topic,

@@ -13,7 +13,7 @@ Time comes from the clock passed in (:mod:`streamwatch.clock`); tests pass a man
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,11 +24,13 @@ from streamwatch.incidents import Incident
 from streamwatch.monitor import Monitor
 from streamwatch.replay_tally import Tally
 from streamwatch.sinks.base import Sink
-from streamwatch.sources.follow import Follower, follow
+from streamwatch.sources.files import default_run_id
+from streamwatch.sources.follow import Directory, Follower, follow
 
-__all__ = ["Watcher"]
+__all__ = ["Watcher", "describe_follower"]
 
 _KEPT_PROBLEMS = 1000
+_NAMED_RUNS = 3
 
 
 @dataclass
@@ -37,10 +39,30 @@ class WatchStats:
     events: int = 0
     problems: int = 0
     kept: list[Problem] = field(default_factory=list)
+    #: the last event read: its run and step
+    last: tuple[str, int] | None = None
+
+
+def describe_follower(follower: Follower, events: Sequence[Event], run_id: str | None) -> str:
+    """``following PATH (FORMAT, run R)``: the runs its first events name, else the run its
+    path gives."""
+    runs = list(dict.fromkeys(e.run_id for e in events))
+    if not runs and follower.format != "tensorboard":
+        runs = [run_id or default_run_id(follower.path, follower.format)]
+    if not runs:
+        who = "no event yet"
+    else:
+        more = f" and {len(runs) - _NAMED_RUNS} more" if len(runs) > _NAMED_RUNS else ""
+        who = ("run " if len(runs) == 1 else "runs ") + ", ".join(runs[:_NAMED_RUNS]) + more
+    return f"following {follower.path} ({follower.format}, {who})"
 
 
 class Watcher:
-    """Follow ``paths`` (files and TensorBoard directories) through one Monitor."""
+    """Follow ``paths`` (files and directories) through one Monitor.
+
+    ``on_note`` is told, in a line each, which logs are followed (``following PATH (format,
+    run)``) and which are waited for (``waiting for PATH``: missing, empty, or no known format
+    yet)."""
 
     def __init__(
         self,
@@ -51,6 +73,7 @@ class Watcher:
         sinks: Iterable[Sink] = (),
         format: str | None = None,
         run_id: str | None = None,
+        on_note: Callable[[str], None] | None = None,
     ) -> None:
         self.clock = clock
         self.monitor = Monitor(config)
@@ -61,44 +84,89 @@ class Watcher:
         self._pending_paths = [Path(p) for p in paths]
         self._format = format
         self._run_id = run_id
+        self._note = on_note or (lambda _line: None)
         self.followers: list[Follower] = []
         #: paths not followed (yet), and why: a file whose start is no known format
-        self.not_followed: dict[Path, str] = {}
+        self._not_followed: dict[Path, str] = {}
+        self._waited: dict[Path, str] = {}
+        self._opened: list[Follower] = []
         self._caught_up = False
+
+    @property
+    def not_followed(self) -> dict[Path, str]:
+        """Paths (and logs in followed directories) not followed, and why."""
+        out = dict(self._not_followed)
+        for f in self.followers:
+            if isinstance(f, Directory):
+                out.update(f.not_followed)
+        return out
 
     def _problem(self, problem: Problem) -> None:
         self.stats.problems += 1
         if len(self.stats.kept) < _KEPT_PROBLEMS:
             self.stats.kept.append(problem)
 
+    def _opened_in_directory(self, follower: Follower, events: list[Event]) -> None:
+        self._note(describe_follower(follower, events, self._run_id))
+
+    def _wait(self, path: Path, why: str) -> None:
+        if self._waited.get(path) != why:
+            self._waited[path] = why
+            self._note(f"waiting for {path}" + (f": {why}" if why else ""))
+
     def _open(self) -> None:
         """Start following the paths that can be followed now (a file must hold some bytes
         for its format to be known; a directory is followed at once)."""
         waiting = []
         for path in self._pending_paths:
-            if not (path.is_dir() or (path.exists() and path.stat().st_size > 0)):
+            if not path.exists():
+                self._wait(path, "")
+                waiting.append(path)
+                continue
+            if path.is_file() and path.stat().st_size == 0:
+                self._wait(path, "empty so far")
                 waiting.append(path)
                 continue
             try:
                 follower = follow(
-                    path, format=self._format, run_id=self._run_id, on_problem=self._problem
+                    path,
+                    format=self._format,
+                    run_id=self._run_id,
+                    on_problem=self._problem,
+                    on_open=self._opened_in_directory,
                 )
             except ValueError as exc:  # what it holds so far is no known format
-                self.not_followed[path] = str(exc)
+                self._not_followed[path] = str(exc)
+                self._wait(path, str(exc))
                 waiting.append(path)
                 continue
-            self.not_followed.pop(path, None)
+            self._not_followed.pop(path, None)
             self.followers.append(follower)
+            if not isinstance(follower, Directory):
+                self._opened.append(follower)
         self._pending_paths = waiting
+
+    def _announce_waiting_directories(self) -> None:
+        for f in self.followers:
+            if isinstance(f, Directory):
+                if not f.children:
+                    self._wait(f.path, "no log in it yet")
+                for log, why in f.not_followed.items():
+                    self._wait(log, why)
 
     def poll(self) -> list[Incident]:
         """Read what is new everywhere, judge it, check for stalls; the incident updates."""
         self._open()
         now = self.clock.now()
         out: list[Incident] = []
+        opened, self._opened = self._opened, []
         for follower in self.followers:
-            for event in follower.poll():
+            events = follower.poll()
+            if follower in opened:
+                self._note(describe_follower(follower, events, self._run_id))
+            for event in events:
                 out.extend(self._process(event, now))
+        self._announce_waiting_directories()
         out.extend(self.monitor.tick(now, self.heard))
         self._caught_up = True
         self.stats.polls += 1
@@ -107,6 +175,7 @@ class Watcher:
 
     def _process(self, event: Event, now: float) -> list[Incident]:
         self.stats.events += 1
+        self.stats.last = (event.run_id, event.step)
         self.heard[event.run_id] = now
         self.tally.see(event.run_id)
         if event.ts is None and self._caught_up:
@@ -121,6 +190,15 @@ class Watcher:
             self.tally.add(inc)
             for sink in self.sinks:
                 sink.send(inc)
+
+    def progress(self) -> str:
+        """One line: runs, events, the last step read, the incidents firing now."""
+        s = self.stats
+        last = f"last step {s.last[1]} ({s.last[0]})" if s.last else "no step yet"
+        return (
+            f"{len(self.tally.seen):,} run(s), {s.events:,} events, {last}, "
+            f"{len(self.monitor.firing())} open incident(s)"
+        )
 
     def close(self) -> list[Incident]:
         """Stop following: judge what the readers still held and the steps still open."""

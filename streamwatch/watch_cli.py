@@ -1,32 +1,46 @@
-"""``streamwatch watch``: follow growing logs until interrupted (or idle), then summarise."""
+"""``streamwatch watch``: follow growing logs until interrupted (Ctrl-C or SIGTERM) or idle,
+then summarise; the exit codes of ``replay`` (:mod:`streamwatch.outcome`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
+import threading
 
 from streamwatch.cli_sinks import incident_sinks
 from streamwatch.clock import SystemClock
 from streamwatch.config import load_config
+from streamwatch.interrupt import stop_on_signals
+from streamwatch.outcome import EXIT_INCIDENT, EXIT_NO_EVENTS, exit_code
 from streamwatch.replay import format_runs
 from streamwatch.watch import Watcher
 
 __all__ = ["run_watch"]
 
 
-def _follow(watcher: Watcher, clock: SystemClock, poll: float, idle_exit: float | None) -> None:
-    """Poll until interrupted, or until ``idle_exit`` seconds pass without a new event."""
+def _note(line: str) -> None:
+    print(f"watch: {line}", file=sys.stderr, flush=True)
+
+
+def _follow(
+    watcher: Watcher, clock: SystemClock, args: argparse.Namespace, stop: threading.Event
+) -> None:
+    """Poll until stopped, or until ``--idle-exit`` seconds pass without a new event; a
+    progress line every ``--status-seconds``."""
     last_event = clock.now()
-    while True:
+    next_status = last_event + args.status_seconds
+    while not stop.is_set():
         seen = watcher.stats.events
         watcher.poll()
         now = clock.now()
         if watcher.stats.events > seen:
             last_event = now
-        elif idle_exit is not None and now - last_event >= idle_exit:
+        elif args.idle_exit is not None and now - last_event >= args.idle_exit:
             return
-        time.sleep(poll)
+        if args.status_seconds > 0 and now >= next_status:
+            _note(watcher.progress())
+            next_status = now + args.status_seconds
+        stop.wait(args.poll)
 
 
 def run_watch(args: argparse.Namespace) -> int:
@@ -34,23 +48,34 @@ def run_watch(args: argparse.Namespace) -> int:
         raise ValueError(f"--poll must be > 0 seconds, got {args.poll}")
     config = load_config(args.config)
     clock = SystemClock()
-    with incident_sinks(args, config) as sinks:
+    with stop_on_signals() as stop, incident_sinks(args, config, append=True) as sinks:
         watcher = Watcher(
-            args.paths, clock, config, sinks=sinks, format=args.format, run_id=args.run_id
+            args.paths,
+            clock,
+            config,
+            sinks=sinks,
+            format=args.format,
+            run_id=args.run_id,
+            on_note=_note,
         )
-        print(f"watching {len(args.paths)} path(s), reading every {args.poll:g} s", file=sys.stderr)
+        _note(f"watching {len(args.paths)} path(s), reading every {args.poll:g} s")
         try:
-            _follow(watcher, clock, args.poll, args.idle_exit)
-        except KeyboardInterrupt:
-            pass
+            _follow(watcher, clock, args, stop)
         finally:
             watcher.close()
     s = watcher.stats
-    print(f"watched {len(watcher.followers)} source(s): {s.events:,} events in {s.polls} polls")
+    print(f"watched {len(watcher.followers)} path(s): {s.events:,} events in {s.polls} polls")
     print("\n".join(format_runs(watcher.tally)) or "no incidents")
     for why in watcher.not_followed.values():
         print(f"not followed: {why}")
     if s.problems:
         print(f"{s.problems:,} problem(s) set aside; first ones:")
         print("\n".join(f"  {p}" for p in s.kept[:10]))
-    return 0
+    code = exit_code(events=s.events, worst=watcher.tally.worst, fail_on=args.fail_on)
+    if code == EXIT_NO_EVENTS:
+        print("streamwatch: watch read no event, nothing was checked", file=sys.stderr)
+    elif code == EXIT_INCIDENT:
+        worst = watcher.tally.worst
+        assert worst is not None
+        print(f"streamwatch: failing: a {worst.value} incident fired", file=sys.stderr)
+    return code

@@ -51,6 +51,7 @@ class ConsoleSink:
         print(format_incident(inc, self.colour), file=self.stream)
         if inc.status is Status.FIRING and inc.remedies:
             print(f"         try: {inc.remedies[0]}", file=self.stream)
+        self.stream.flush()  # a line as it happens, also into a pipe or a file
 
     def close(self) -> None:
         self.stream.flush()

@@ -1,4 +1,5 @@
-"""Incidents as JSON lines in a file: one update per line, keys sorted, appended."""
+"""Incidents as JSON lines in a file: one update per line, keys sorted, each written through
+to the file as it is sent (a reader of the file, or a process killed next, loses none)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ class JsonlSink:
 
     def send(self, inc: Incident) -> None:
         self._file.write(inc.to_json() + "\n")
+        self._file.flush()
 
     def flush(self) -> None:
         self._file.flush()

@@ -7,7 +7,9 @@ from .files import (
     ReadStats,
     default_run_id,
     expand_paths,
+    list_directory,
     read_events,
+    unreadable,
 )
 from .formats import FORMATS, detect_format
 
@@ -19,5 +21,7 @@ __all__ = [
     "default_run_id",
     "detect_format",
     "expand_paths",
+    "list_directory",
     "read_events",
+    "unreadable",
 ]

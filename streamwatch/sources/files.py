@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamwatch.events import Event, Problem
@@ -34,12 +35,16 @@ from ._tensorboard import tensorboard_available
 from .formats import FORMATS, READERS, detect_format
 
 __all__ = [
+    "LOG_SUFFIXES",
     "MAX_KEPT_PROBLEMS",
+    "DirectoryListing",
     "FileSource",
     "ReadStats",
     "default_run_id",
     "expand_paths",
+    "list_directory",
     "read_events",
+    "unreadable",
 ]
 
 #: Problems kept in :attr:`FileSource.problems` when no ``on_problem`` is given (all are counted).
@@ -140,11 +145,74 @@ class FileSource:
             yield event
 
 
-def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
-    """The files to read: each path that is a file, and for a directory the TensorBoard event
-    files anywhere under it (a run directory, or a directory of runs), in name order.
+#: Names a log may have in a directory (its format is then judged from its content).
+LOG_SUFFIXES = frozenset({".jsonl", ".json", ".log", ".txt", ".csv", ".out"})
+TRAINER_STATE = "trainer_state.json"
 
-    Raises FileNotFoundError for a missing path and for a directory without event files.
+
+@dataclass
+class DirectoryListing:
+    """What a directory holds that a replay reads: see :func:`list_directory`."""
+
+    event_files: list[Path] = field(default_factory=list)
+    #: files named like a log (:data:`LOG_SUFFIXES`), whose content says if they are one
+    logs: list[Path] = field(default_factory=list)
+    #: per training output directory, its newest trainer_state.json
+    states: dict[Path, Path] = field(default_factory=dict)
+
+
+def _checkpoint_number(name: str) -> int | None:
+    digits = name.removeprefix(_CHECKPOINT_PREFIX)
+    return int(digits) if name.startswith(_CHECKPOINT_PREFIX) and digits.isdigit() else None
+
+
+def _newer_state(current: Path | None, candidate: Path) -> Path:
+    """Of two trainer_state.json of one output directory, the newer: the higher checkpoint;
+    the output directory's own (``Trainer.save_state`` at the end) unless a checkpoint was
+    written after it."""
+    if current is None:
+        return candidate
+    n, m = _checkpoint_number(current.parent.name), _checkpoint_number(candidate.parent.name)
+    if n is not None and m is not None:
+        return candidate if m > n else current
+    own, ckpt = (current, candidate) if n is None else (candidate, current)
+    return own if own.stat().st_mtime >= ckpt.stat().st_mtime else ckpt
+
+
+def list_directory(path: Path) -> DirectoryListing:
+    """The files under ``path`` a replay reads: TensorBoard event files, files named like a
+    log (``*.jsonl``, ``*.log``, ``*.csv``...), and of each Hugging Face / TRL output
+    directory (``out/checkpoint-N/trainer_state.json``, a new ``checkpoint-N`` at every save)
+    the newest trainer_state.json only, each of which holds the whole history so far.
+    Hidden directories are passed over, and in a ``checkpoint-N`` directory everything but its
+    trainer_state.json (model and optimizer files)."""
+    listing = DirectoryListing()
+    for root, dirs, files in os.walk(path):
+        here = Path(root)
+        in_checkpoint = _checkpoint_number(here.name) is not None
+        dirs[:] = [] if in_checkpoint else sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            f = here / name
+            if name == TRAINER_STATE:
+                out_dir = here.parent if in_checkpoint else here
+                listing.states[out_dir] = _newer_state(listing.states.get(out_dir), f)
+            elif in_checkpoint or name.startswith("."):
+                continue
+            elif "tfevents" in name:
+                listing.event_files.append(f)
+            elif f.suffix.lower() in LOG_SUFFIXES:
+                listing.logs.append(f)
+    return listing
+
+
+def expand_paths(
+    paths: Sequence[str | Path], skipped: list[tuple[Path, str]] | None = None
+) -> list[Path]:
+    """The files to read: each path that is a file, and for a directory every log under it
+    (:func:`list_directory`) whose content is a known format, in name order; the others
+    are passed over, each with the reason in ``skipped`` when given.
+
+    Raises FileNotFoundError for a missing path and for a directory holding no log.
     """
     out: list[Path] = []
     for p in paths:
@@ -152,13 +220,32 @@ def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
         if not path.is_dir():
             out.append(path)
             continue
-        found = sorted(f for f in path.rglob("*tfevents*") if f.is_file())
+        listing = list_directory(path)
+        found = [*listing.event_files, *listing.states.values()]
+        for f in listing.logs:
+            why = unreadable(f)
+            if why is None:
+                found.append(f)
+            elif skipped is not None:
+                skipped.append((f, why))
         if not found:
             raise FileNotFoundError(
-                f"{path} is a directory without TensorBoard event files (events.out.tfevents.*)"
+                f"{path} is a directory without a log in it (TensorBoard event files, "
+                "trainer_state.json, or *.jsonl, *.log, *.csv... files of a known format)"
             )
-        out.extend(found)
+        out.extend(sorted(found))
     return out
+
+
+def unreadable(path: Path) -> str | None:
+    """Why a file in a directory is not read as a log (empty, or of no known format)."""
+    try:
+        if path.stat().st_size == 0:
+            return f"{path}: empty"
+        detect_format(path)
+    except (OSError, ValueError) as exc:
+        return str(exc)
+    return None
 
 
 def read_events(
@@ -173,7 +260,7 @@ def read_events(
 
     Every file is opened and its format settled before the first event, so a missing file
     or an unknown format raises here, not halfway through a replay. A directory stands for
-    the TensorBoard event files under it (:func:`expand_paths`).
+    the logs under it (:func:`expand_paths`).
     """
     sources = [
         FileSource(

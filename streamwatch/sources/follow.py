@@ -1,5 +1,8 @@
 """Growing logs, read as training writes them: new lines of a text log, new records and new
-event files of a TensorBoard directory, the new entries of a rewritten trainer_state.json.
+event files of a TensorBoard directory, the new entries of a rewritten trainer_state.json, and
+in a directory every log a replay of it reads (:func:`~streamwatch.sources.files.
+list_directory`), new ones as they appear (a Hugging Face output directory's newest
+``checkpoint-N/trainer_state.json`` as each save writes one).
 
 Each :class:`Follower` is asked for what is new with :meth:`~Follower.poll`, which returns at
 once with the events that became readable since the last call (never a partial line: a
@@ -22,10 +25,10 @@ from streamwatch.events import Event, Problem, decode_event
 from ._reading import BOM, ReadContext, ReadStats
 from ._tensorboard import _MAX_GROUP as _TB_MAX_GROUP
 from ._tensorboard import _scalars
-from .files import FileSource, default_run_id
+from .files import FileSource, default_run_id, list_directory, unreadable
 from .formats import READERS, detect_format
 
-__all__ = ["Follower", "follow"]
+__all__ = ["Directory", "Follower", "follow"]
 
 _CHUNK = 1 << 20
 _FLUSH = object()
@@ -34,6 +37,8 @@ _STOP = object()
 _READ_TIMEOUT = 60.0
 
 Report = Callable[[Problem], None]
+#: Told of each log a :class:`Directory` starts to follow, with the events of its first poll.
+Opened = Callable[["Follower", list[Event]], None]
 
 
 class Follower:
@@ -56,13 +61,14 @@ def follow(
     run_id: str | None = None,
     on_problem: Report,
     max_line_bytes: int = 16 * 2**20,
+    on_open: Opened | None = None,
 ) -> Follower:
-    """A follower for a file or a TensorBoard directory (which need not have files yet).
+    """A follower for a file or a directory (which need not hold any log yet).
 
     A file's format is detected from its first bytes, so it must exist and hold some."""
     p = Path(path)
     if p.is_dir():
-        return TensorBoardDir(p, run_id, on_problem)
+        return Directory(p, format, run_id, on_problem, max_line_bytes, on_open)
     fmt = format or detect_format(p)
     if fmt == "tensorboard":
         return TensorBoardDir(p, run_id, on_problem)
@@ -210,6 +216,14 @@ class RewrittenDocument(Follower):
         self._seen = 0
         self._stamp: tuple[int, int] | None = None
 
+    def move_to(self, path: Path) -> bool:
+        """Read ``path`` from now on (a newer checkpoint's state, holding this one's entries
+        and more): only the entries beyond those already given are new. True if it moved."""
+        if path == self.path:
+            return False
+        self.path, self._stamp = path, None
+        return True
+
     def poll(self) -> list[Event]:
         try:
             info = self.path.stat()
@@ -260,7 +274,7 @@ class TensorBoardDir(Follower):
 
     def _discover(self) -> None:
         if self.path.is_dir():
-            found = sorted(f for f in self.path.rglob("*tfevents*") if f.is_file())
+            found = list_directory(self.path).event_files
         else:
             found = [self.path] if self.path.exists() else []
         for f in found:
@@ -319,3 +333,92 @@ class TensorBoardDir(Follower):
         for rid in list(self._pending):
             self._flush(rid, out)
         return out
+
+
+class Directory(Follower):
+    """A directory: every log a replay of it reads (:func:`~streamwatch.sources.files.
+    list_directory`), those that appear later too. Its TensorBoard event files are followed
+    together (:class:`TensorBoardDir`), each text log on its own (:class:`TextLog`; one of no
+    known format yet is judged again when it grows), and of each Hugging Face output
+    directory the newest trainer_state.json, moving on to each new ``checkpoint-N``."""
+
+    def __init__(
+        self,
+        path: Path,
+        format: str | None,
+        run_id: str | None,
+        report: Report,
+        max_line_bytes: int,
+        on_open: Opened | None = None,
+    ) -> None:
+        self.path = path
+        self.format = "directory"
+        self._format = format
+        self._run_id = run_id
+        self._report = report
+        self._limit = max_line_bytes
+        self._on_open = on_open
+        #: the logs followed: by file, by output directory for trainer states, and the
+        #: directory itself for its TensorBoard event files
+        self.children: dict[Path, Follower] = {}
+        #: logs not followed (yet), and why; judged again when their size changes
+        self.not_followed: dict[Path, str] = {}
+        self._judged: dict[Path, int] = {}
+        self._new: list[Follower] = []
+
+    def _add(self, key: Path, follower: Follower) -> None:
+        self.children[key] = follower
+        self._new.append(follower)
+
+    def _discover(self) -> None:
+        listing = list_directory(self.path)
+        if listing.event_files and self.path not in self.children:
+            self._add(self.path, TensorBoardDir(self.path, self._run_id, self._report))
+        for out_dir, state in listing.states.items():
+            child = self.children.get(out_dir)
+            if isinstance(child, RewrittenDocument):
+                if child.move_to(state):
+                    self._new.append(child)
+            elif child is None:
+                self._add(out_dir, RewrittenDocument(state, "hf", self._run_id, self._report))
+        for log in listing.logs:
+            if log not in self.children:
+                self._try(log)
+
+    def _try(self, log: Path) -> None:
+        try:
+            size = log.stat().st_size
+        except FileNotFoundError:
+            return
+        if self._judged.get(log) == size:
+            return
+        self._judged[log] = size
+        why = None if self._format else unreadable(log)
+        if why is None:
+            try:
+                fmt = self._format or detect_format(log)
+            except (OSError, ValueError) as exc:
+                why = str(exc)
+        if why is not None:
+            self.not_followed[log] = why
+            return
+        self.not_followed.pop(log, None)
+        self._judged.pop(log, None)
+        if fmt == "hf":
+            self._add(log, RewrittenDocument(log, fmt, self._run_id, self._report))
+        elif fmt != "tensorboard":
+            self._add(log, TextLog(log, fmt, self._run_id, self._report, self._limit))
+
+    def poll(self) -> list[Event]:
+        self._discover()
+        out: list[Event] = []
+        new, self._new = self._new, []
+        for child in self.children.values():
+            events = child.poll()
+            if child in new and self._on_open is not None:
+                self._on_open(child, events)
+            out.extend(events)
+        return out
+
+    def close(self) -> list[Event]:
+        return [e for child in self.children.values() for e in child.close()]
