@@ -74,6 +74,8 @@ class ReplayResult:
     overlaps: list[Overlap] = field(default_factory=list)
     #: which metric feeds which indicator, per run (the first runs by name)
     bindings: list[RunBindings] = field(default_factory=list)
+    #: files in the directories given that are not read, and why (no known format)
+    passed_over: list[tuple[Path, str]] = field(default_factory=list)
 
     def worst(self) -> Severity | None:
         return self.tally.worst
@@ -138,7 +140,7 @@ def _sources(
     run_id_from: RunIdFrom,
     keep: _Problems,
 ) -> list[FileSource]:
-    files = expand_paths(paths)
+    files = expand_paths(paths, keep.result.passed_over)
     if run_id is not None and len(files) > 1:
         raise ValueError(
             f"--run-id names the run of one file; {len(files)} files given"
@@ -310,6 +312,9 @@ def format_files(result: ReplayResult) -> list[str]:
         runs = ", ".join(f.runs[:5]) + (" ..." if len(f.runs) > 5 else "")
         step = f", step from {f.step_source}" if f.step_source else ""
         lines.append(f"{f.path}: {f.format}{step}; {f.events:,} events; run(s) {runs or '-'}")
+    for path, why in result.passed_over:
+        why = why.removeprefix(f"{path}: ").split("; expected ")[0]
+        lines.append(f"{path}: not read: {why}")
     return lines
 
 

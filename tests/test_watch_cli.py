@@ -218,3 +218,14 @@ def test_watch_writes_incidents_as_they_fire_and_ends_on_sigterm_with_a_summary(
     assert f"following {logs / KL_NAN.name} (streamwatch, run {KL_NAN.stem})" in text
     assert "open incident(s)" in text
     assert "failing: a critical incident fired" in text
+
+
+def test_inspect_says_which_files_of_a_directory_it_passed_over(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copy(VERL_CONSOLE, tmp_path / VERL_CONSOLE.name)
+    (tmp_path / "all_results.json").write_text('{"epoch": 1.0, "train_loss": 0.5}\n')
+    assert main(["inspect", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'all_results.json'}: not read: unknown file format" in out
+    assert f"{tmp_path / VERL_CONSOLE.name}: console" in out
