@@ -6,17 +6,21 @@ import dataclasses
 import itertools
 import json
 import math
+import re
+import shlex
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from streamwatch.cli import main
 from streamwatch.events import Event, decode_event
-from streamwatch.incidents import KINDS
+from streamwatch.incidents import KINDS, Incident, Status
+from streamwatch.replay import replay_files
 from streamwatch.simulate import (
     FAULT_KINDS,
     GRADUAL_KINDS,
@@ -822,3 +826,49 @@ def test_a_late_fault_in_a_long_run_computes_cleanly(kind: str, ramp: int | None
     fault = Fault(kind, 15_000, 3.0, ramp=ramp)
     events = simulate_run(RunSpec("long", seed=1, steps=20_000, faults=(fault,)))
     assert sum(1 for _ in events) > 20_000
+
+
+def _readme_simulate_args() -> list[str]:
+    """The README's simulate example, as its arguments (without the output file)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"streamwatch simulate (.*?)\n```", readme, re.S)
+    assert command is not None
+    args = shlex.split(command.group(1).replace("\\\n", " "))
+    at = args.index("-o")
+    return args[:at] + args[at + 2 :]
+
+
+def _stalls(args: list[str], path: Path) -> tuple[list[Incident], list[dict[str, Any]]]:
+    assert main(["simulate", "-o", str(path), *args]) == 0
+    stalls = [i for i in replay_files([path]).incidents if i.kind == "run_stalled"]
+    events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return stalls, events
+
+
+def test_the_readme_examples_stall_is_the_stragglers_first_slow_step(tmp_path: Path) -> None:
+    """What the README says of its simulate example: one run_stalled, in the straggler's run,
+    at step 199, resolved at step 200, because step 200 (slowed by the straggler, and an
+    evaluation step) came more than five cadences after step 199; without the straggler the
+    same runs never stall."""
+    args = _readme_simulate_args()
+    straggler = next(a for a in args if a.startswith("rank_straggler@"))
+    assert straggler.startswith("rank_straggler@200") and straggler.endswith("/2")
+    stalls, events = _stalls(args, tmp_path / "sim.jsonl")
+    assert [(i.run_id, i.step, i.status) for i in stalls] == [
+        ("sim-0-2", 199, Status.FIRING),
+        ("sim-0-2", 200, Status.RESOLVED),
+    ]
+    run = [e for e in events if e["run_id"] == "sim-0-2"]
+    last = {s: max(e["ts"] for e in run if e["step"] == s) for s in range(190, 201)}
+    gap = last[200] - last[199]
+    cadence = float(np.median([last[s + 1] - last[s] for s in range(190, 199)]))
+    assert gap > 5 * cadence and stalls[0].evidence["silent_seconds"] <= gap
+    assert any(e["step"] == 200 and V["heldout"] in e["metrics"] for e in run)  # it evaluates
+
+    without: list[str] = []
+    for arg in args:
+        if arg == straggler:
+            without.pop()  # its --fault
+        else:
+            without.append(arg)
+    assert _stalls(without, tmp_path / "without.jsonl")[0] == []
