@@ -1,0 +1,242 @@
+"""False alarms on real runs: every run of the corpus (tests/data/real/runs.toml) replayed
+through the engine, as ``streamwatch replay`` does, plus a second family of simulated
+healthy runs (benchmarks/healthy_family.py) that the engine's own simulator does not make.
+
+    python benchmarks/false_alarms.py [--json] [--family-seeds 200]
+
+Prints, per incident kind and in all: warnings and criticals per 1,000 steps on the
+healthy-labelled runs, info per 1,000 steps, the share of healthy runs with any warning; for
+the failure-labelled runs, whether and how soon after the onset they are flagged (warning or
+worse); every run's warning-or-worse incidents (kind and step); and the share of the second
+family's runs with a warning. A count is of firing updates: an incident announced as a
+warning and raised to critical later counts once as each. Steps are logged steps (the
+manifest's ``steps``). ``--json`` prints the same figures as one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tomllib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from healthy_family import family_run
+
+from streamwatch.incidents import Incident, Severity, Status
+from streamwatch.monitor import Monitor
+from streamwatch.replay import replay_files
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "data" / "real"
+MANIFEST = CORPUS / "runs.toml"
+_SERIOUS = (Severity.WARNING, Severity.CRITICAL)
+
+
+@dataclass
+class Fired:
+    kind: str
+    severity: str
+    step: int
+    metric: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}@{self.step} {self.severity} ({self.metric})"
+
+
+@dataclass
+class RunResult:
+    id: str
+    label: str
+    steps: int
+    onset: int | None
+    fired: list[Fired] = field(default_factory=list)
+
+    def serious(self) -> list[Fired]:
+        return [f for f in self.fired if f.severity != Severity.INFO.value]
+
+
+def load_manifest(path: Path = MANIFEST) -> list[dict[str, Any]]:
+    with path.open("rb") as f:
+        runs: list[dict[str, Any]] = tomllib.load(f)["run"]
+    return runs
+
+
+def _fired(incidents: list[Incident]) -> list[Fired]:
+    return [
+        Fired(i.kind, i.severity.value, i.step, i.metric)
+        for i in incidents
+        if i.status is Status.FIRING
+    ]
+
+
+def replay_run(entry: dict[str, Any]) -> RunResult:
+    result = replay_files([CORPUS / entry["file"]])
+    onset = entry.get("onset_step")
+    return RunResult(entry["id"], entry["label"], entry["steps"], onset, _fired(result.incidents))
+
+
+def replay_family(seed: int) -> tuple[str, int, list[Fired], tuple[str, ...]]:
+    run = family_run(seed)
+    monitor = Monitor()
+    out: list[Incident] = []
+    for event in run.events:
+        out.extend(monitor.process(event))
+    out.extend(monitor.flush())
+    return run.run_id, run.steps, _fired(out), run.shapes
+
+
+def _rate(count: int, steps: int) -> float:
+    return 1000.0 * count / steps if steps else 0.0
+
+
+def healthy_table(runs: list[RunResult]) -> dict[str, Any]:
+    healthy = [r for r in runs if r.label == "healthy"]
+    steps = sum(r.steps for r in healthy)
+    counts: dict[str, Counter[str]] = {}
+    runs_warned: dict[str, set[str]] = {}
+    for r in healthy:
+        for f in r.fired:
+            counts.setdefault(f.kind, Counter())[f.severity] += 1
+            if f.severity != Severity.INFO.value:
+                runs_warned.setdefault(f.kind, set()).add(r.id)
+    rows = {}
+    total: Counter[str] = Counter()
+    for kind in sorted(counts):
+        c = counts[kind]
+        total.update(c)
+        rows[kind] = {
+            "warning_per_1k": _rate(c["warning"], steps),
+            "critical_per_1k": _rate(c["critical"], steps),
+            "info_per_1k": _rate(c["info"], steps),
+            "runs_with_warning": len(runs_warned.get(kind, ())),
+        }
+    warned = {r.id for r in healthy if r.serious()}
+    rows["all"] = {
+        "warning_per_1k": _rate(total["warning"], steps),
+        "critical_per_1k": _rate(total["critical"], steps),
+        "info_per_1k": _rate(total["info"], steps),
+        "runs_with_warning": len(warned),
+    }
+    return {"runs": len(healthy), "steps": steps, "kinds": rows, "warned": sorted(warned)}
+
+
+def failing_table(runs: list[RunResult]) -> list[dict[str, Any]]:
+    out = []
+    for r in runs:
+        if r.label != "failing":
+            continue
+        onset = r.onset
+        serious = r.serious()
+        after = [f for f in serious if onset is None or f.step >= onset]
+        before = [f for f in serious if onset is not None and f.step < onset]
+        first = min(after, key=lambda f: f.step) if after else None
+        out.append(
+            {
+                "id": r.id,
+                "onset": onset,
+                "flagged_at": first.step if first else None,
+                "delay": (first.step - onset) if first and onset is not None else None,
+                "kind": first.kind if first else None,
+                "before_onset": [str(f) for f in before],
+            }
+        )
+    return out
+
+
+def family_table(seeds: int) -> dict[str, Any]:
+    warned: list[dict[str, Any]] = []
+    kinds: Counter[str] = Counter()
+    steps = 0
+    for seed in range(seeds):
+        run_id, n, fired, shapes = replay_family(seed)
+        steps += n
+        serious = [f for f in fired if f.severity != Severity.INFO.value]
+        for f in serious:
+            kinds[f.kind] += 1
+        if serious:
+            warned.append(
+                {"run": run_id, "shapes": list(shapes), "fired": [str(f) for f in serious]}
+            )
+    return {
+        "runs": seeds,
+        "steps": steps,
+        "runs_with_warning": len(warned),
+        "share_with_warning": len(warned) / seeds if seeds else 0.0,
+        "kinds": dict(sorted(kinds.items())),
+        "warned": warned,
+    }
+
+
+def _print(report: dict[str, Any]) -> None:
+    h = report["healthy"]
+    print(f"## healthy-labelled real runs: {h['runs']} runs, {h['steps']} logged steps")
+    print(f"{'kind':<24}{'warn/1k':>9}{'crit/1k':>9}{'info/1k':>9}{'runs warned':>13}")
+    for kind, row in h["kinds"].items():
+        print(
+            f"{kind:<24}{row['warning_per_1k']:>9.2f}{row['critical_per_1k']:>9.2f}"
+            f"{row['info_per_1k']:>9.2f}{row['runs_with_warning']:>13}"
+        )
+    share = len(h["warned"]) / h["runs"] if h["runs"] else 0.0
+    print(f"healthy runs with any warning: {len(h['warned'])}/{h['runs']} ({share:.0%})")
+
+    print("\n## failure-labelled real runs: flagged (warning or worse) at or after the onset")
+    print(f"{'run':<36}{'onset':>7}{'flagged':>9}{'delay':>7}  kind; before the onset")
+    for row in report["failing"]:
+        flagged = "-" if row["flagged_at"] is None else str(row["flagged_at"])
+        delay = "-" if row["delay"] is None else str(row["delay"])
+        before = "; ".join(row["before_onset"]) or "none"
+        print(f"{row['id']:<36}{row['onset']!s:>7}{flagged:>9}{delay:>7}  {row['kind']}; {before}")
+
+    print("\n## every run: warning-or-worse incidents (kind@step)")
+    for r in report["runs"]:
+        serious = [f for f in r["fired"] if f["severity"] != "info"]
+        info = len(r["fired"]) - len(serious)
+        shown = ", ".join(f"{f['kind']}@{f['step']} {f['severity']}" for f in serious) or "none"
+        print(f"{r['id']:<36} {r['label']:<8} {r['steps']:>5} steps  info {info:>2}  {shown}")
+
+    f = report["family"]
+    print(
+        f"\n## second family of simulated healthy runs: {f['runs']} runs, {f['steps']} steps: "
+        f"{f['runs_with_warning']} with a warning ({f['share_with_warning']:.1%})"
+    )
+    for kind, n in f["kinds"].items():
+        print(f"  {kind}: {n}")
+    for w in f["warned"][:20]:
+        print(f"  {w['run']} [{', '.join(w['shapes'])}]: {'; '.join(w['fired'])}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--family-seeds", type=int, default=200, help="second-family runs")
+    args = parser.parse_args(argv)
+    runs = [replay_run(entry) for entry in load_manifest()]
+    report = {
+        "healthy": healthy_table(runs),
+        "failing": failing_table(runs),
+        "runs": [
+            {
+                "id": r.id,
+                "label": r.label,
+                "steps": r.steps,
+                "onset": r.onset,
+                "fired": [vars(f) for f in r.fired],
+            }
+            for r in runs
+        ],
+        "family": family_table(args.family_seeds),
+    }
+    if args.json:
+        json.dump(report, sys.stdout, indent=1)
+        print()
+    else:
+        _print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
