@@ -52,10 +52,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _listing_parser().parse_args(argv)
         raise AssertionError(argv)  # parse_args exits: no command
     from streamwatch.cli_args import build_parser
+    from streamwatch.cli_env import prepare, read_environment
     from streamwatch.config import ConfigError
 
-    args = build_parser(_command(argv)).parse_args(argv)
+    parser = build_parser(_command(argv))
+    prepare(parser)
+    args = parser.parse_args(argv)
     try:
+        read_environment(parser, args)
         return _dispatch(args)
     except ConfigError as exc:
         print(f"streamwatch: config error:\n{exc}", file=sys.stderr)

@@ -40,18 +40,26 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"streamwatch {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    r = sub.add_parser("replay", help="replay recorded logs through the engine")
+    r = sub.add_parser(
+        "replay",
+        help=COMMANDS["replay"],
+        description="Replay recorded logs (files of any format below, or directories of them) "
+        "through the engine the live service runs: incident lines as they fire, then a "
+        "summary per run and the problems set aside. With --fail-on, exit 1 when an incident "
+        "of that severity or worse fired; exit 3 when no file gave an event.",
+    )
     r.add_argument(
         "paths",
         nargs="+",
         metavar="PATH",
-        help="recorded log files, or directories of TensorBoard event files",
+        help="recorded log files, or directories of them",
     )
     r.add_argument("--incidents-out", metavar="FILE", help="write incident updates as JSONL")
     r.add_argument("--config", metavar="FILE", default=_env("CONFIG"), help="TOML or JSON")
     _add_fail_on(r)
     _add_reading_args(r)
     r.add_argument("--quiet", action="store_true", help="no live incident lines, summary only")
+    _add_min_severity(r)
     r.add_argument(
         "-v",
         "--verbose",
@@ -106,25 +114,46 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     w.add_argument("--format", choices=FORMATS, help="skip format detection")
     w.add_argument("--run-id", metavar="ID", help="the run id of every followed file's events")
     w.add_argument("--quiet", action="store_true", help="no live incident lines")
+    _add_min_severity(w)
     add_alert_args(w)
 
-    d = sub.add_parser("demo", help="a simulated multi-node cluster with failures, no Kafka")
-    d.add_argument("--steps", type=int, default=400)
-    d.add_argument("--seed", type=int, default=7)
-    d.add_argument("--pace", type=float, default=0.0, metavar="SECONDS", help="wall time per step")
-    d.add_argument("--incidents-out", metavar="FILE")
-    d.add_argument("--config", metavar="FILE", default=_env("CONFIG"))
+    d = sub.add_parser(
+        "demo",
+        help=COMMANDS["demo"],
+        description="Simulate four GRPO runs on 2 hosts x 2 ranks, three of them failing in "
+        "different ways, through the engine; incident lines in step order, then the counts.",
+    )
+    d.add_argument("--steps", type=int, default=400, metavar="N", help="steps per run")
+    d.add_argument("--seed", type=int, default=7, metavar="N", help="seed of the simulated runs")
+    d.add_argument(
+        "--pace", type=float, default=0.0, metavar="SECONDS", help="wall time per step (0: none)"
+    )
+    d.add_argument("--incidents-out", metavar="FILE", help="write incident updates as JSONL")
+    d.add_argument("--config", metavar="FILE", default=_env("CONFIG"), help="TOML or JSON")
+    _add_min_severity(d)
     add_alert_args(d)
 
-    s = sub.add_parser("simulate", help="write simulated runs to a JSONL file")
-    s.add_argument("-o", "--output", required=True, metavar="FILE")
-    s.add_argument("--runs", type=int, default=1)
-    s.add_argument("--steps", type=int, default=400)
-    s.add_argument("--hosts", type=int, default=2)
-    s.add_argument("--ranks-per-host", type=int, default=2)
-    s.add_argument("--eval-every", type=int, default=10)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--framework", choices=["verl", "trl"], default="verl")
+    s = sub.add_parser(
+        "simulate",
+        help=COMMANDS["simulate"],
+        description="Write seeded GRPO-like runs (several hosts and ranks, failures injectable) "
+        "to a JSONL file that replay, watch and publish read.",
+    )
+    s.add_argument("-o", "--output", required=True, metavar="FILE", help="the JSONL file")
+    s.add_argument("--runs", type=int, default=1, metavar="N", help="runs to simulate")
+    s.add_argument("--steps", type=int, default=400, metavar="N", help="steps per run")
+    s.add_argument("--hosts", type=int, default=2, metavar="N", help="hosts per run")
+    s.add_argument("--ranks-per-host", type=int, default=2, metavar="N", help="ranks per host")
+    s.add_argument(
+        "--eval-every", type=int, default=10, metavar="N", help="steps between held-out evals"
+    )
+    s.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the first run")
+    s.add_argument(
+        "--framework",
+        choices=["verl", "trl"],
+        default="verl",
+        help="whose metric names the runs log",
+    )
     s.add_argument(
         "--run-id",
         metavar="ID",
@@ -139,8 +168,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         f"{', '.join(KINDS)}",
     )
 
-    c = sub.add_parser("check-config", help="validate a config file offline")
-    c.add_argument("path", metavar="FILE")
+    c = sub.add_parser(
+        "check-config",
+        help=COMMANDS["check-config"],
+        description="Validate a config file offline: every table, type and range, the "
+        "receivers and routes; unset ${NAME} variables are named, not needed.",
+    )
+    c.add_argument("path", metavar="FILE", help="the config file, TOML or JSON")
     add_silence_commands(sub)
     add_test_route_command(sub)
     if command is None or command in _REPORT:
@@ -171,6 +205,17 @@ def _add_fail_on(p: argparse.ArgumentParser) -> None:
         choices=[s.value for s in Severity],
         metavar="SEVERITY",
         help="exit 1 if an incident of this severity or worse fires (info|warning|critical)",
+    )
+
+
+def _add_min_severity(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--min-severity",
+        choices=[s.value for s in Severity],
+        default="warning",
+        metavar="SEVERITY",
+        help="incidents printed as they fire and listed in the summary: this severity or "
+        "worse (info: also the notable changes); the counts include every severity",
     )
 
 

@@ -91,7 +91,13 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
 
 def add_commands(subparsers: Any) -> None:
     """Add ``run``, ``publish`` and ``record`` to a ``streamwatch`` sub-command parser."""
-    r = subparsers.add_parser("run", help="the live service: consume metrics, emit incidents")
+    r = subparsers.add_parser(
+        "run",
+        help="the live service: consume metrics, emit incidents",
+        description="The live service: join a consumer group on the metrics topic, judge every "
+        "event, write incident updates to the console, a JSONL file, the incidents topic and "
+        "the alert receivers. SIGINT or SIGTERM: finish the batch, commit, leave.",
+    )
     _connection_options(r)
     add_alert_args(r)
     _opt(r, "--topic", "metrics topic", "streamwatch.metrics", metavar="TOPIC")
@@ -182,7 +188,12 @@ def add_commands(subparsers: Any) -> None:
     _opt(r, "--metrics-host", "address /metrics listens on", "127.0.0.1", metavar="HOST")
     r.add_argument("--quiet", action="store_true", help="no incident lines on stdout")
 
-    p = subparsers.add_parser("publish", help="send recorded logs to a topic, keyed by run id")
+    p = subparsers.add_parser(
+        "publish",
+        help="send recorded logs to a topic, keyed by run id",
+        description="Send recorded logs (any format replay reads) to the metrics topic, keyed "
+        "by run id; --follow keeps following them as training writes them.",
+    )
     p.add_argument("paths", nargs="+", metavar="PATH", help="log files or TensorBoard directories")
     p.add_argument(
         "--follow",
@@ -216,7 +227,11 @@ def add_commands(subparsers: Any) -> None:
     )
     pace.add_argument("--as-fast-as-possible", action="store_true", help="no pacing (default)")
 
-    c = subparsers.add_parser("record", help="write a topic's messages to a JSONL file")
+    c = subparsers.add_parser(
+        "record",
+        help="write a topic's messages to a JSONL file",
+        description="Append a topic's messages to a JSONL file that replay reads.",
+    )
     _connection_options(c)
     _opt(c, "--topic", "topic to record", "streamwatch.metrics", metavar="TOPIC")
     c.add_argument("-o", "--output", required=True, metavar="FILE", help="JSONL file (appended)")

@@ -20,13 +20,15 @@ __all__ = ["incident_sinks"]
 def incident_sinks(
     args: argparse.Namespace, config: Config, *, append: bool = False
 ) -> Iterator[list[Sink]]:
-    """The console (warnings and worse, unless ``--quiet``), the JSONL file (each update
+    """The console (``--min-severity`` and worse, unless ``--quiet``), the JSONL file (each update
     written through as it comes; ``append`` to keep what the file held) and the alert
     dispatcher; closed on leaving, the dispatcher once every alert is delivered or spooled
     (its report on stderr)."""
     sinks: list[Sink] = []
     if not args.quiet:
-        sinks.append(ConsoleSink(sys.stdout, min_severity=Severity.WARNING))
+        sinks.append(
+            ConsoleSink(sys.stdout, min_severity=Severity(getattr(args, "min_severity", "warning")))
+        )
     jsonl = JsonlSink(args.incidents_out, append=append) if args.incidents_out else None
     if jsonl is not None:
         sinks.append(jsonl)

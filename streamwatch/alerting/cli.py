@@ -167,7 +167,11 @@ def _alerting(path: str | None) -> AlertingConfig:
 
 def _location_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--silences-file", metavar="FILE", help="default: <state>/silences.json")
-    parser.add_argument("--alert-state-dir", metavar="DIR", help=f"env {ENV_STATE_DIR}")
+    parser.add_argument(
+        "--alert-state-dir",
+        metavar="DIR",
+        help=f"where silences.json is kept (default .streamwatch/alerts; env {ENV_STATE_DIR})",
+    )
     parser.add_argument(
         "--config", metavar="FILE", default=os.environ.get("STREAMWATCH_CONFIG"), help="TOML/JSON"
     )
@@ -187,9 +191,18 @@ def silences_path(args: argparse.Namespace, env: Mapping[str, str] | None = None
 
 def add_silence_commands(subparsers: Any) -> None:
     """``streamwatch silence add|list|expire`` (``subparsers`` from ``add_subparsers``)."""
-    s = subparsers.add_parser("silence", help="mute matching incidents for a while")
+    s = subparsers.add_parser(
+        "silence",
+        help="mute matching incidents for a while",
+        description="Silences mute the alerts of matching incidents (run glob, kind, indicator "
+        "glob) until they expire; a running replay, watch or run re-reads them.",
+    )
     actions = s.add_subparsers(dest="silence_command", required=True, metavar="ACTION")
-    a = actions.add_parser("add", help="add a silence")
+    a = actions.add_parser(
+        "add",
+        help="add a silence",
+        description="Add a silence: at least one of --run, --kind, --indicator, and how long.",
+    )
     a.add_argument("--run", default="*", metavar="GLOB", help="run id glob, e.g. 'grpo-*'")
     a.add_argument("--kind", choices=KINDS, metavar="KIND", help="incident kind")
     a.add_argument("--indicator", default="*", metavar="GLOB", help="indicator glob")
@@ -197,10 +210,14 @@ def add_silence_commands(subparsers: Any) -> None:
     a.add_argument("--comment", default="", help="why")
     a.add_argument("--author", default=os.environ.get("USER", ""), help="who")
     _location_args(a)
-    ls = actions.add_parser("list", help="list silences")
+    ls = actions.add_parser(
+        "list", help="list silences", description="List the silences, active and pending."
+    )
     ls.add_argument("--all", action="store_true", help="include expired ones")
     _location_args(ls)
-    e = actions.add_parser("expire", help="end a silence now")
+    e = actions.add_parser(
+        "expire", help="end a silence now", description="End a silence now, by its id."
+    )
     e.add_argument("id", help="silence id (a unique prefix is enough)")
     _location_args(e)
 
@@ -250,9 +267,15 @@ def add_test_route_command(subparsers: Any) -> None:
     t = subparsers.add_parser(
         "test-route",
         help="send a sample incident through the routes; say what went where and why",
+        description="Build a sample incident, say which route takes it to which receiver and "
+        "whether it would be muted (silence, inhibition), then send it there (--dry-run: send "
+        "nothing, no secrets needed) and say how each delivery went.",
     )
     t.add_argument(
-        "--config", metavar="FILE", default=os.environ.get("STREAMWATCH_CONFIG"), help="TOML/JSON"
+        "--config",
+        metavar="FILE",
+        default=os.environ.get("STREAMWATCH_CONFIG"),
+        help="TOML or JSON",
     )
     add_alert_args(t)
     add_arguments(t)

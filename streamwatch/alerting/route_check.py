@@ -37,9 +37,16 @@ _INDICATOR = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--run", default="test-run", help="run id of the sample (default test-run)")
-    p.add_argument("--kind", default="entropy_collapse", choices=KINDS, metavar="KIND")
-    p.add_argument("--severity", default="critical", choices=[s.value for s in Severity])
+    p.add_argument("--run", default="test-run", help="run id of the sample")
+    p.add_argument(
+        "--kind", default="entropy_collapse", choices=KINDS, metavar="KIND", help="its kind"
+    )
+    p.add_argument(
+        "--severity",
+        default="critical",
+        choices=[s.value for s in Severity],
+        help="its severity",
+    )
     p.add_argument("--indicator", help="default: the kind's usual indicator")
     p.add_argument(
         "--firing",
@@ -49,7 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="pretend this incident of the run is firing (to see inhibition); repeatable",
     )
     p.add_argument("--dry-run", action="store_true", help="say what would happen; send nothing")
-    p.add_argument("--timeout", type=float, default=15.0, help="seconds for the deliveries")
+    p.add_argument(
+        "--timeout", type=float, default=15.0, metavar="SECONDS", help="time for the deliveries"
+    )
 
 
 def sample_incident(

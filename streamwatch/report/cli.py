@@ -39,7 +39,7 @@ def add_report_commands(subparsers: argparse._SubParsersAction[argparse.Argument
         help="extra panel: an indicator (kl), a metric name or a glob (perf/*); repeatable",
     )
     r.add_argument("--config", metavar="FILE", help="TOML or JSON engine config")
-    r.add_argument("--title", metavar="TEXT")
+    r.add_argument("--title", metavar="TEXT", help="the page's title (default: the runs' names)")
     _drawing_options(r, default_points=2000)
 
     c = subparsers.add_parser(

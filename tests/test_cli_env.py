@@ -1,0 +1,173 @@
+"""Every option of every command reads ``STREAMWATCH_<OPTION>`` (a flag on the command line
+wins; a bad value is named and exits 2), and every option's help says what it does, its
+default and its variable."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streamwatch.cli import main
+from streamwatch.cli_args import build_parser
+from streamwatch.cli_env import _own, _parsers, _shows_default, prepare
+from streamwatch.commands import COMMANDS
+
+FIELD = Path(__file__).parent / "data" / "field"
+#: a real NaN KL (critical) and a real step where every reward was 0 (a warning)
+KL_NAN = FIELD / "ms-swift-4465-kl-nan-step-300.jsonl"
+ZERO_REWARD = FIELD / "verl-2088-all-rewards-zero.jsonl"
+STREAMWATCH = [sys.executable, "-m", "streamwatch.cli"]
+
+#: the arguments each command needs to parse at all
+NEEDED = {
+    "replay": ["x.jsonl"],
+    "inspect": ["x.jsonl"],
+    "watch": ["x.jsonl"],
+    "demo": [],
+    "simulate": ["-o", "x.jsonl"],
+    "check-config": ["x.toml"],
+    "silence add": ["--run", "r"],
+    "silence list": [],
+    "silence expire": ["abc"],
+    "test-route": [],
+    "report": ["x.jsonl"],
+    "compare": ["-b", "x.jsonl", "-c", "y.jsonl"],
+    "run": ["--bootstrap-servers", "127.0.0.1:9"],
+    "publish": ["x.jsonl", "--bootstrap-servers", "127.0.0.1:9"],
+    "record": ["-o", "x.jsonl", "--bootstrap-servers", "127.0.0.1:9"],
+}
+
+
+def streamwatch(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*STREAMWATCH, *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_every_command_is_covered() -> None:
+    assert {c.split()[0] for c in NEEDED} == set(COMMANDS)
+
+
+def test_fail_on_from_the_environment_as_the_readme_says() -> None:
+    """``STREAMWATCH_FAIL_ON=warning streamwatch replay ...`` fails on a warning; the flag on
+    the command line wins over the variable; ``=bogus`` is named, exit 2."""
+    warned = streamwatch("replay", str(ZERO_REWARD), env={"STREAMWATCH_FAIL_ON": "warning"})
+    assert warned.returncode == 1, warned.stderr
+    assert "failing: a warning incident fired" in warned.stderr
+    flag_wins = streamwatch(
+        "replay", str(ZERO_REWARD), "--fail-on", "critical", env={"STREAMWATCH_FAIL_ON": "info"}
+    )
+    assert flag_wins.returncode == 0, flag_wins.stderr
+    bogus = streamwatch("replay", str(ZERO_REWARD), env={"STREAMWATCH_FAIL_ON": "bogus"})
+    assert bogus.returncode == 2
+    assert "STREAMWATCH_FAIL_ON='bogus' (for --fail-on)" in bogus.stderr
+    assert "info, warning, critical" in bogus.stderr
+
+
+def test_flags_of_other_types_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "incidents.jsonl"
+    monkeypatch.setenv("STREAMWATCH_INCIDENTS_OUT", str(out))
+    monkeypatch.setenv("STREAMWATCH_QUIET", "true")
+    monkeypatch.setenv("STREAMWATCH_IDLE_EXIT", "0.2")
+    monkeypatch.setenv("STREAMWATCH_POLL", "0.05")
+    assert main(["watch", str(KL_NAN)]) == 0
+    text = capsys.readouterr().out
+    assert "CRITICAL" not in text  # quiet: no live lines
+    assert [json.loads(line)["kind"] for line in out.read_text().splitlines()] == [
+        "nonfinite_metric"
+    ]
+    monkeypatch.setenv("STREAMWATCH_QUIET", "perhaps")
+    assert main(["watch", str(KL_NAN)]) == 2
+    assert "STREAMWATCH_QUIET='perhaps' (for --quiet)" in capsys.readouterr().err
+
+
+def _typed_options() -> list[tuple[str, str]]:
+    """(command, flag) of every option whose value has a type or choices to check."""
+    out = []
+    for command in NEEDED:
+        words = command.split()
+        parser = build_parser(words[0])
+        for p in _parsers(parser):
+            if not p.prog.endswith(" " + " ".join(words)):
+                continue
+            for a in p._actions:
+                if not a.option_strings or isinstance(a, argparse._HelpAction):
+                    continue
+                if a.type in (int, float) or a.choices is not None or a.nargs == 0:
+                    out.append((command, max(a.option_strings, key=len)))
+    return out
+
+
+@pytest.mark.parametrize(("command", "flag"), _typed_options())
+def test_a_bad_variable_of_any_option_is_named_and_exits_2(
+    command: str,
+    flag: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    variable = "STREAMWATCH_" + flag.lstrip("-").upper().replace("-", "_")
+    monkeypatch.setenv(variable, "bogus")
+    assert main([*command.split(), *NEEDED[command]]) == 2
+    assert f"{variable}='bogus' (for {flag})" in capsys.readouterr().err
+
+
+def test_every_option_of_every_command_has_help_with_its_default_and_variable() -> None:
+    parser = build_parser()
+    prepare(parser)
+    missing, no_default, no_variable = [], [], []
+    for p in _parsers(parser):
+        assert p.description, f"{p.prog} has no description"
+        for a in p._actions:
+            if isinstance(
+                a, argparse._HelpAction | argparse._SubParsersAction | argparse._VersionAction
+            ):
+                continue
+            name = f"{p.prog} {'/'.join(a.option_strings) or a.dest}"
+            if not a.help or not a.help.split("(env ")[0].strip():
+                missing.append(name)
+            default = getattr(a, "_streamwatch_default", a.default)
+            shown = default not in (None, False, "", []) and "secret" not in a.dest
+            if a.option_strings and shown and "default" not in (a.help or ""):
+                no_default.append(name)
+            if a.option_strings and "STREAMWATCH_" not in (a.help or ""):
+                no_variable.append(name)
+    assert (missing, no_default, no_variable) == ([], [], [])
+
+
+def test_help_of_watch_poll_says_what_it_does_and_its_default() -> None:
+    text = subprocess.run(
+        [*STREAMWATCH, "watch", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    flat = " ".join(text.split())
+    assert "--poll SECONDS look for new data this often (default 2.0; env STREAMWATCH_POLL)" in flat
+    replay = subprocess.run(
+        [*STREAMWATCH, "replay", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Replay recorded logs" in replay
+
+
+def test_shown_defaults_leave_out_what_is_empty_or_secret() -> None:
+    p = argparse.ArgumentParser()
+    shown = {
+        "--seed": p.add_argument("--seed", type=int, default=0),
+        "--name": p.add_argument("--name", default=""),
+        "--sasl-password": p.add_argument("--sasl-password", default="pw"),
+    }
+    assert {k: _shows_default(a) for k, a in shown.items()} == {
+        "--seed": True,
+        "--name": False,
+        "--sasl-password": False,
+    }
+    assert len(_own(p)) == 3
