@@ -96,6 +96,43 @@ class Event(BaseModel):
         return out
 
 
+_new = object.__new__
+_set_dict = object.__setattr__
+# pydantic's instance layout (slots of BaseModel), set as its own model_construct does
+_set_given = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+def checked_event(fields: dict[str, Any], given: set[str]) -> Event:
+    """An :class:`Event` from fields already checked against every rule of the contract
+    (as :mod:`streamwatch.sources.wire` does in one pass over the bytes): the instance
+    pydantic's validation would build, without validating again. ``fields`` holds every
+    field in the model's order; ``given`` names those the input had (``model_fields_set``).
+
+    >>> checked_event({"run_id": "r", "step": 1, "ts": None, "metrics": {"x": 1.0},
+    ...                "source": None, "tags": {}}, {"run_id", "step", "metrics"}) == Event(
+    ...     run_id="r", step=1, metrics={"x": 1.0})
+    True
+    """
+    event = _new(Event)
+    _set_dict(event, "__dict__", fields)
+    _set_given(event, given)
+    _set_extra(event, None)
+    _set_private(event, None)
+    return event
+
+
+def checked_source(fields: dict[str, Any], given: set[str]) -> Source:
+    """A :class:`Source` from checked fields (``host``, ``rank``), as :func:`checked_event`."""
+    source = _new(Source)
+    _set_dict(source, "__dict__", fields)
+    _set_given(source, given)
+    _set_extra(source, None)
+    _set_private(source, None)
+    return source
+
+
 def finished_event(run_id: str, step: int, ts: float | None, source: Source | None) -> Event:
     """The marker a process sends when its run completes (not a metric: the engine stops
     expecting events from the run instead of reporting it stalled)."""

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from streamwatch._json import loads
 from streamwatch.events import Event, Problem, decode_event
+from streamwatch.sources.wire import decode_plain
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -93,15 +94,27 @@ class Decoded:
 
 
 def decode_message(
-    value: bytes | None, origin: str, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    value: bytes | None,
+    origin: str,
+    *,
+    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    fast: bool = True,
 ) -> Decoded:
-    """Decode one message value into an event; never raises."""
+    """Decode one message value into an event; never raises.
+
+    A well-formed event of the common shape is read by :func:`~streamwatch.sources.wire.
+    decode_plain`; every other message (and every one with ``fast=False``) by the validating
+    path, which alone sets aside and explains."""
     if value is None:
         return Decoded(rejected=Rejected("not_json", "empty message (no value)"))
     if len(value) > max_bytes:
         return Decoded(
             rejected=Rejected("oversized", f"{len(value):,} bytes, more than {max_bytes:,}")
         )
+    if fast:
+        event = decode_plain(value)
+        if event is not None:
+            return Decoded(event=event)
     try:
         obj = loads(value)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError
