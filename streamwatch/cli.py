@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     from streamwatch.alerting.cli import run_silence_command, run_test_route
 
-    if args.command in ("report", "compare"):
+    if args.command in ("report", "compare", "ledger"):
         from streamwatch.report.cli import run_report_command
 
         code = run_report_command(args)

@@ -21,7 +21,7 @@ from streamwatch.incidents import KINDS, Severity
 from streamwatch.sources import FORMATS
 
 #: Commands registered by other modules, which are imported only to run one of them.
-_REPORT = ("report", "compare")
+_REPORT = ("report", "compare", "ledger")
 _KAFKA = ("run", "publish", "record")
 
 __all__ = ["build_parser"]

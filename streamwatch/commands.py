@@ -22,6 +22,7 @@ COMMANDS = {
     "test-route": "send a sample incident through the routes; say what went where and why",
     "report": "write a self-contained HTML report of recorded runs, incidents drawn on the curves",
     "compare": "compare a candidate against a baseline: better / worse / indistinguishable",
+    "ledger": "judge a sweep: candidates against a baseline's seeds, every indicator, corrected",
     "run": "the live service: consume metrics, emit incidents",
     "publish": "send recorded logs to a topic, keyed by run id",
     "record": "write a topic's messages to a JSONL file",

@@ -1,4 +1,4 @@
-"""``streamwatch report`` and ``streamwatch compare``: argument parsing and the two commands.
+"""``streamwatch report``, ``compare`` and ``ledger``: argument parsing and the commands.
 
 The main command registers them with :func:`add_report_commands` and hands parsed
 arguments to :func:`run_report_command`, which returns the exit code (None for a command
@@ -15,13 +15,17 @@ from pathlib import Path
 from streamwatch.config import load_config
 from streamwatch.install import install_hint
 
+from .correction import CORRECTIONS
+from .ledger_cli import HELP as LEDGER_HELP
+from .ledger_cli import run_ledger
+
 __all__ = ["add_report_commands", "run_report_command"]
 
 EXIT_OK, EXIT_WORSE, EXIT_USAGE = 0, 1, 2
 
 
 def add_report_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``report`` and ``compare`` on the ``streamwatch`` sub-command parser."""
+    """Register ``report``, ``compare`` and ``ledger`` on the ``streamwatch`` sub-command parser."""
     r = subparsers.add_parser(
         "report",
         help="write a self-contained HTML report of recorded runs, incidents drawn on the curves",
@@ -31,12 +35,8 @@ def add_report_commands(subparsers: argparse._SubParsersAction[argparse.Argument
     )
     r.add_argument("paths", nargs="+", metavar="PATH", help="recorded log files")
     r.add_argument("-o", "--output", default="report.html", metavar="FILE", help="HTML file")
-    r.add_argument(
-        "--indicator",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="extra panel: an indicator (kl), a metric name or a glob (perf/*); repeatable",
+    _indicator_option(
+        r, "extra panel: an indicator (kl), a metric name or a glob (perf/*); repeatable"
     )
     r.add_argument("--config", metavar="FILE", help="TOML or JSON engine config")
     r.add_argument("--title", metavar="TEXT", help="the page's title (default: the runs' names)")
@@ -57,18 +57,70 @@ def add_report_commands(subparsers: argparse._SubParsersAction[argparse.Argument
         "-c", "--candidate", nargs="+", required=True, metavar="PATH", help="candidate log file(s)"
     )
     c.add_argument("-o", "--output", metavar="FILE", help="write overlay plots (HTML) here")
-    c.add_argument(
-        "--indicator",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="compare only these indicators or metric names (repeatable; default: all logged)",
+    _indicator_option(
+        c, "compare only these indicators or metric names (repeatable; default: all logged)"
     )
     c.add_argument("--window", type=int, metavar="STEPS", help="steps per window (default: auto)")
     c.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (0.05)")
     c.add_argument("--config", metavar="FILE", help="TOML or JSON config (indicator aliases)")
     c.add_argument("--fail-on-worse", action="store_true", help="exit 1 if any indicator is worse")
     _drawing_options(c, default_points=1000)
+    _add_ledger(subparsers)
+
+
+def _add_ledger(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "ledger",
+        help=LEDGER_HELP,
+        description="An intervention ledger: per candidate (one intervention each) and "
+        "indicator, the effect at matched steps with an interval and better / worse / not "
+        "distinguishable from the baseline's seed spread, corrected for the number of "
+        "comparisons; candidates ranked; those still running judged on the steps they have, "
+        "with a forecast of their final reward and held-out. A selector is a file pattern "
+        "(matched against the file's path and name and the run id) or tag:KEY=VALUE.",
+    )
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="recorded log files (default: the files the selectors' patterns name)",
+    )
+    p.add_argument(
+        "-b",
+        "--baseline",
+        nargs="+",
+        required=True,
+        metavar="SELECTOR",
+        help="the baseline's runs (several seeds: their spread is the noise)",
+    )
+    p.add_argument(
+        "-c",
+        "--candidate",
+        nargs=2,
+        action="append",
+        required=True,
+        metavar=("[NAME=]SELECTOR", "DESCRIPTION"),
+        help="a candidate's runs and its intervention in one line (repeatable)",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write the ledger page (HTML) here")
+    p.add_argument(
+        "--correction",
+        choices=list(CORRECTIONS),
+        default="holm",
+        help="holm: family-wise error rate (default); bh: Benjamini-Hochberg false discovery rate",
+    )
+    p.add_argument("--alpha", type=float, default=0.05, help="error rate of the family (0.05)")
+    p.add_argument("--window", type=int, metavar="STEPS", help="steps per window (default: auto)")
+    _indicator_option(
+        p, "judge these indicators or metric names instead of the default set (repeatable)"
+    )
+    p.add_argument("--config", metavar="FILE", help="TOML or JSON config (indicator aliases)")
+    p.add_argument("--fail-on-worse", action="store_true", help="exit 1 if any verdict is worse")
+    _drawing_options(p, default_points=1000)
+
+
+def _indicator_option(p: argparse.ArgumentParser, text: str) -> None:
+    p.add_argument("--indicator", action="append", default=[], metavar="NAME", help=text)
 
 
 def _drawing_options(p: argparse.ArgumentParser, default_points: int) -> None:
@@ -89,9 +141,11 @@ def _drawing_options(p: argparse.ArgumentParser, default_points: int) -> None:
 def run_report_command(args: argparse.Namespace) -> int | None:
     """Run ``report`` or ``compare``; None if ``args.command`` is neither."""
     command = getattr(args, "command", None)
-    if command not in ("report", "compare"):
+    if command not in ("report", "compare", "ledger"):
         return None
     try:
+        if command == "ledger":
+            return run_ledger(args)
         return _report(args) if command == "report" else _compare(args)
     except ModuleNotFoundError as exc:
         missing = (exc.name or "plotly").partition(".")[0]

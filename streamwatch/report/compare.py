@@ -49,10 +49,13 @@ __all__ = [
     "ComparisonResult",
     "IndicatorComparison",
     "Policy",
+    "PreparedComparison",
     "Verdict",
     "WindowStat",
     "compare_runs",
+    "end_p_value",
     "load_group",
+    "prepare_comparison",
     "window_means",
 ]
 
@@ -228,10 +231,29 @@ def _effect(
     return effect, ci, b_level, c_level
 
 
-def _finish(p: _Prepared, alpha: float, level: float, single: bool) -> IndicatorComparison:
+def end_p_value(p: _Prepared) -> float:
+    """The smallest alpha at which :func:`onset_index` finds an onset: the larger p-value of
+    the last two testable windows when their differences share a sign, else 1 (a difference
+    that has not stayed to the end). One p-value per indicator, for corrections across many
+    comparisons."""
+    last = [(t.p, t.diff) for t in p.tests if t is not None and math.isfinite(t.p)][-2:]
+    if (
+        len(last) < 2
+        or last[0][1] == 0
+        or math.copysign(1.0, last[0][1]) != math.copysign(1.0, last[1][1])
+    ):
+        return 1.0
+    return max(last[0][0], last[1][0])
+
+
+def _finish(
+    p: _Prepared, alpha: float, level: float, single: bool, rejected: bool = True
+) -> IndicatorComparison:
+    """The indicator's verdict with its windows tested at ``alpha``; ``rejected=False``: the
+    family's correction kept the hypothesis of no difference, so there is no onset."""
     pvals = [t.p if t is not None else math.nan for t in p.tests]
     signs = [t.diff if t is not None else 0.0 for t in p.tests]
-    first = onset_index(pvals, signs, alpha)
+    first = onset_index(pvals, signs, alpha) if rejected else None
     k = len(p.tests)
     # Without an onset, the effect is the one at the end: over the last quarter of the windows.
     since = first if first is not None else k - max(1, math.ceil(k / 4))
@@ -293,20 +315,66 @@ def _names(
     return [i.value for i in Indicator if i.value in present and i not in _NOT_COMPARED]
 
 
-def compare_runs(
+@dataclass
+class PreparedComparison:
+    """Both sides cut into windows and tested window by window, before any verdict: what
+    :func:`compare_runs` finishes at ``alpha / m`` per indicator, and what a family of
+    comparisons (the ledger) finishes at the levels of its own correction."""
+
+    baseline_runs: tuple[str, ...]
+    candidate_runs: tuple[str, ...]
+    single: bool
+    width: int
+    prepared: list[_Prepared]
+    skipped: list[str]
+    series: dict[str, tuple[list[Series], list[Series]]]
+
+    def end_p_values(self) -> dict[str, float]:
+        """Per indicator, :func:`end_p_value`."""
+        return {p.name: end_p_value(p) for p in self.prepared}
+
+    def finish(
+        self, alphas: Mapping[str, float | None], level: float, alpha: float, tests: str
+    ) -> ComparisonResult:
+        """The result with each indicator's windows tested at ``alphas[name]`` (None: not
+        rejected by the correction, so indistinguishable); ``tests`` says how in the basis."""
+        results = tuple(
+            _finish(p, a if a is not None else alpha, level, self.single, a is not None)
+            for p in self.prepared
+            for a in [alphas.get(p.name)]
+        )
+        prepared = self.prepared
+        steps = (
+            (min(p.edges[0] for p in prepared), max(p.edges[-1] - 1 for p in prepared))
+            if prepared
+            else (0, 0)
+        )
+        nb, nc = len(self.baseline_runs), len(self.candidate_runs)
+        return ComparisonResult(
+            baseline_runs=self.baseline_runs,
+            candidate_runs=self.candidate_runs,
+            mode="single" if self.single else "seeds",
+            window=self.width,
+            steps=steps,
+            alpha=alpha,
+            level=level,
+            basis=_basis(self.single, nb, nc, self.width, level, tests),
+            indicators=results,
+            skipped=tuple(self.skipped),
+            series=self.series,
+        )
+
+
+def prepare_comparison(
     baseline: Mapping[str, RunData],
     candidate: Mapping[str, RunData],
     *,
     indicators: Sequence[str] = (),
     window: int | None = None,
-    alpha: float = 0.05,
-    level: float = 0.95,
-) -> ComparisonResult:
-    """:func:`compare` on runs already collected (run id -> :class:`RunData`, per side)."""
+) -> PreparedComparison:
+    """Align both sides by step, cut the common steps into windows and test each window."""
     if not baseline or not candidate:
         raise ValueError("compare needs at least one run on each side")
-    if not 0 < alpha < 1 or not 0 < level < 1:
-        raise ValueError(f"alpha and level must be in (0, 1), got {alpha} and {level}")
     if window is not None and window < 1:
         raise ValueError(f"window must be >= 1 step, got {window}")
     single = len(baseline) == 1 and len(candidate) == 1
@@ -323,26 +391,30 @@ def compare_runs(
             skipped.append(prep)
         else:
             prepared.append(prep)
-    m = max(len(prepared), 1)
-    results = tuple(_finish(p, alpha / m, level, single) for p in prepared)
-    steps = (
-        (min(p.edges[0] for p in prepared), max(p.edges[-1] - 1 for p in prepared))
-        if prepared
-        else (0, 0)
+    return PreparedComparison(
+        tuple(baseline), tuple(candidate), single, width, prepared, skipped, series
     )
-    return ComparisonResult(
-        baseline_runs=tuple(baseline),
-        candidate_runs=tuple(candidate),
-        mode="single" if single else "seeds",
-        window=width,
-        steps=steps,
-        alpha=alpha,
-        level=level,
-        basis=_basis(single, len(baseline), len(candidate), width, alpha, m, level),
-        indicators=results,
-        skipped=tuple(skipped),
-        series=series,
+
+
+def compare_runs(
+    baseline: Mapping[str, RunData],
+    candidate: Mapping[str, RunData],
+    *,
+    indicators: Sequence[str] = (),
+    window: int | None = None,
+    alpha: float = 0.05,
+    level: float = 0.95,
+) -> ComparisonResult:
+    """:func:`compare` on runs already collected (run id -> :class:`RunData`, per side)."""
+    if not 0 < alpha < 1 or not 0 < level < 1:
+        raise ValueError(f"alpha and level must be in (0, 1), got {alpha} and {level}")
+    prep = prepare_comparison(baseline, candidate, indicators=indicators, window=window)
+    m = max(len(prep.prepared), 1)
+    tests = (
+        f"onset: fixed-sequence tests from the last window back (2+ windows), each indicator at "
+        f"alpha {alpha:g}/{m} (Bonferroni over {m} indicators)"
     )
+    return prep.finish({p.name: alpha / m for p in prep.prepared}, level, alpha, tests)
 
 
 def _auto_window(baseline: Mapping[str, RunData], candidate: Mapping[str, RunData]) -> int:
@@ -356,11 +428,7 @@ def _auto_window(baseline: Mapping[str, RunData], candidate: Mapping[str, RunDat
     return max(5, round(n / 80))
 
 
-def _basis(single: bool, nb: int, nc: int, width: int, alpha: float, m: int, level: float) -> str:
-    tests = (
-        f"onset: fixed-sequence tests from the last window back (2+ windows), each indicator at "
-        f"alpha {alpha:g}/{m} (Bonferroni over {m} indicators)"
-    )
+def _basis(single: bool, nb: int, nc: int, width: int, level: float, tests: str) -> str:
     if single:
         return (
             f"one run per side: WITHIN-RUN NOISE ONLY. Each {width}-step window's difference "

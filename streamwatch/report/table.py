@@ -7,7 +7,7 @@ import textwrap
 
 from .compare import ComparisonResult, IndicatorComparison, Verdict
 
-__all__ = ["end_shift", "format_effect", "format_table", "verdict_text"]
+__all__ = ["comparison_cells", "end_shift", "format_effect", "format_table", "verdict_text"]
 
 
 def _num(x: float) -> str:
@@ -53,6 +53,18 @@ def verdict_text(c: IndicatorComparison) -> str:
     return f"{c.verdict.value} ({c.direction})"
 
 
+def comparison_cells(c: IndicatorComparison) -> tuple[str, ...]:
+    """Indicator, verdict, onset, the two levels and the effect: the cells of a table row."""
+    return (
+        c.name,
+        verdict_text(c),
+        "-" if c.onset_step is None else str(c.onset_step),
+        _num(c.baseline_level),
+        _num(c.candidate_level),
+        format_effect(c),
+    )
+
+
 def _note(c: IndicatorComparison) -> str:
     parts = [c.note] if c.note else []
     if c.baseline_metric != c.candidate_metric:
@@ -86,19 +98,9 @@ def format_table(result: ComparisonResult, width: int = 100) -> str:
         "effect [interval]",
         "note",
     )
-    rows = [header]
+    rows: list[tuple[str, ...]] = [header]
     for c in result.indicators:
-        rows.append(
-            (
-                c.name,
-                verdict_text(c),
-                "-" if c.onset_step is None else str(c.onset_step),
-                _num(c.baseline_level),
-                _num(c.candidate_level),
-                format_effect(c),
-                _note(c),
-            )
-        )
+        rows.append((*comparison_cells(c), _note(c)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
     right = {2, 3, 4}
     for r in rows:

@@ -1,0 +1,141 @@
+"""How well each forecast of :mod:`streamwatch.report.forecast` does on recorded runs: for
+every run long enough, forecasts made at each of ``FRACTIONS`` of the run against its final
+value (the mean over the last 5% of steps). What ``benchmarks/forecast.py`` prints, and what
+``CHOICE`` is measured from (:func:`best_methods`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .data import RunData, collect_runs
+from .forecast import FRACTIONS, METHODS, final_value, run_forecasts
+
+__all__ = [
+    "Trial",
+    "best_methods",
+    "evaluate_runs",
+    "load_real_runs",
+    "real_run_files",
+    "summarise",
+]
+
+TARGETS = ("train_reward", "heldout_reward")
+_SKIP = {"readme.md", "manifest.json", "manifest.toml", "manifest.csv", "manifest.jsonl"}
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One forecast of one run's final value."""
+
+    run: str
+    indicator: str
+    fraction: float
+    method: str
+    forecast: float
+    lo: float
+    hi: float
+    final: float
+
+    @property
+    def error(self) -> float:
+        return abs(self.forecast - self.final)
+
+    @property
+    def covered(self) -> bool:
+        return self.lo <= self.final <= self.hi
+
+
+def real_run_files(root: Path) -> list[Path]:
+    """The recorded runs under ``root``: the files a manifest lists (``manifest.json``: a list
+    of objects with a ``path`` or ``file``, or of names), else every file and directory
+    there but the README and the manifest."""
+    manifest = root / "manifest.json"
+    if manifest.exists():
+        import json
+
+        entries = json.loads(manifest.read_text(encoding="utf-8"))
+        if isinstance(entries, dict):
+            entries = entries.get("runs", [])
+        names = [e if isinstance(e, str) else e.get("path") or e.get("file") for e in entries]
+        return [root / n for n in names if n]
+    return sorted(p for p in root.iterdir() if p.name.lower() not in _SKIP)
+
+
+def evaluate_runs(
+    runs: Iterable[RunData], min_steps: int, fractions: Sequence[float] = FRACTIONS
+) -> list[Trial]:
+    """Every method's forecast at each fraction of every run with ``min_steps`` steps."""
+    trials: list[Trial] = []
+    for run in runs:
+        for indicator in TARGETS:
+            series = run.find(indicator)
+            reward = run.find("train_reward")
+            if series is None or reward is None or len(reward) < min_steps:
+                continue
+            last = int(reward.steps[-1])
+            final = final_value(series.steps.astype(np.float64), series.values, last)
+            if not math.isfinite(final):
+                continue
+            for fraction in fractions:
+                seen = math.floor(fraction * (last + 1))
+                for method, f in run_forecasts(run, indicator, seen, last).items():
+                    trials.append(
+                        Trial(run.run_id, indicator, fraction, method, f.value, f.lo, f.hi, final)
+                    )
+    return trials
+
+
+def summarise(
+    trials: Sequence[Trial],
+) -> dict[tuple[str, float, str], tuple[float, float, int]]:
+    """Per (indicator, fraction, method): median absolute error, coverage, number of runs."""
+    out: dict[tuple[str, float, str], tuple[float, float, int]] = {}
+    keys = sorted({(t.indicator, t.fraction, t.method) for t in trials})
+    for key in keys:
+        group = [t for t in trials if (t.indicator, t.fraction, t.method) == key]
+        errors = [t.error for t in group]
+        out[key] = (
+            float(np.median(errors)),
+            sum(t.covered for t in group) / len(group),
+            len(group),
+        )
+    return out
+
+
+def best_methods(trials: Sequence[Trial]) -> dict[tuple[str, float], str]:
+    """Per (indicator, fraction): ``entropy`` where its median absolute error is below both
+    simple forecasts', on the same runs; else the better simple forecast. Only the runs on
+    which every method could be fitted are compared."""
+    choice: dict[tuple[str, float], str] = {}
+    for indicator, fraction in sorted({(t.indicator, t.fraction) for t in trials}):
+        group = [t for t in trials if (t.indicator, t.fraction) == (indicator, fraction)]
+        by_run: dict[str, dict[str, float]] = {}
+        for t in group:
+            by_run.setdefault(t.run, {})[t.method] = t.error
+        common = [errs for errs in by_run.values() if all(m in errs for m in METHODS)]
+        if not common:
+            continue
+        mae = {m: float(np.median([errs[m] for errs in common])) for m in METHODS}
+        simple = min(("last", "saturating"), key=lambda m: (mae[m], m != "last"))
+        beats = mae["entropy"] < mae["last"] and mae["entropy"] < mae["saturating"]
+        choice[(indicator, fraction)] = "entropy" if beats else simple
+    return choice
+
+
+def load_real_runs(paths: Sequence[Path]) -> tuple[list[RunData], list[str]]:
+    """The runs of ``paths`` and, per path that could not be read, why."""
+    runs: list[RunData] = []
+    problems: list[str] = []
+    for path in paths:
+        try:
+            found = collect_runs([path])
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path.name}: {exc}")
+            continue
+        runs.extend(found.values())
+    return runs, problems
