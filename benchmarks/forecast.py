@@ -34,10 +34,10 @@ MODULE = ROOT / "streamwatch" / "report" / "forecast.py"
 def _write_choice(choice: dict[tuple[str, float], str], files: list[str]) -> None:
     text = MODULE.read_text(encoding="utf-8")
     body = "".join(
-        f"    ({name!r}, {fraction!r}): {method!r},\n"
+        f'    ("{name}", 1 / {round(1 / fraction)}): "{method}",\n'
         for (name, fraction), method in sorted(choice.items())
     )
-    runs = "".join(f"    {f!r},\n" for f in files)
+    runs = "".join(f'    "{f}",\n' for f in files)
     text = re.sub(
         r"CHOICE: dict\[tuple\[str, float\], str\] = \{.*?\n\}|"
         r"CHOICE: dict\[tuple\[str, float\], str\] = \{\}",
@@ -91,7 +91,10 @@ def main() -> None:
             print(f"{name:15} {f'1/{round(1 / fraction)}':>5} " + " ".join(cells))
     choice = best_methods(trials)
     wins = [k for k, m in choice.items() if m == "entropy"]
-    print("\nmethod used (best median error on the runs where all three could be fitted):")
+    print(
+        "\nmethod used (the better simple forecast on the runs where both were fitted; the "
+        "entropy-reward one where it beat both on the runs where all three were):"
+    )
     for (name, fraction), method in sorted(choice.items()):
         print(f"  {name} at 1/{round(1 / fraction)}: {method}")
     print(
@@ -100,8 +103,8 @@ def main() -> None:
         + " (it must beat both the last value and the saturating curve)"
     )
     if args.write:
-        names = sorted({Path(f).name for f in files if any(r.run_id for r in runs)})
-        _write_choice(choice, [n for n in names if _has_long_run(args.data / n, used)])
+        names = [str(f.relative_to(args.data)) for f in files if _has_long_run(f, used)]
+        _write_choice(choice, names)
         print(f"wrote CHOICE to {MODULE.relative_to(ROOT)}")
     print(f"# {time.perf_counter() - start:.1f} s")
 

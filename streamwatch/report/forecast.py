@@ -74,9 +74,18 @@ _MIN_FIT_POINTS = 5
 #: forecast only where it beat both simple forecasts. Rewritten by ``benchmarks/forecast.py
 #: --write`` from what it measured; a test holds it equal to the benchmark's choice on
 #: ``CHOICE_RUNS``.
-CHOICE: dict[tuple[str, float], str] = {}
+CHOICE: dict[tuple[str, float], str] = {
+    ("heldout_reward", 1 / 6): "last",
+    ("heldout_reward", 1 / 3): "saturating",
+    ("train_reward", 1 / 12): "last",
+    ("train_reward", 1 / 6): "saturating",
+    ("train_reward", 1 / 3): "saturating",
+}
 #: the real runs the choice was measured on (file names under tests/data/real)
-CHOICE_RUNS: tuple[str, ...] = ()
+CHOICE_RUNS: tuple[str, ...] = (
+    "runs/verl-ppo-gsm8k-dstack/verl_demo.log",
+    "runs/unsloth-grpo-gsm8k-qwen/checkpoint-250/trainer_state.json",
+)
 
 
 @dataclass(frozen=True)
@@ -335,5 +344,7 @@ def forecast(run: RunData, indicator: str, last_step: int) -> Forecast | None:
     methods = run_forecasts(run, indicator, seen, last_step)
     if not methods:
         return None
-    wanted = choose(indicator, (seen + 1) / (last_step + 1))
+    reward = run.find("train_reward") or series
+    first = int(reward.steps[0])
+    wanted = choose(indicator, (seen - first + 1) / max(last_step - first + 1, 1))
     return methods.get(wanted, methods["last"])

@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 TARGETS = ("train_reward", "heldout_reward")
-_SKIP = {"readme.md", "manifest.json", "manifest.toml", "manifest.csv", "manifest.jsonl"}
+_SKIP = {"readme.md"}
 
 
 @dataclass(frozen=True)
@@ -51,19 +51,26 @@ class Trial:
 
 
 def real_run_files(root: Path) -> list[Path]:
-    """The recorded runs under ``root``: the files a manifest lists (``manifest.json``: a list
-    of objects with a ``path`` or ``file``, or of names), else every file and directory
-    there but the README and the manifest."""
-    manifest = root / "manifest.json"
+    """The recorded runs under ``root``: every ``file`` of the manifest ``runs.toml`` (one
+    ``[[run]]`` per run), then every other file at the top level but the README (runs kept
+    there that the manifest does not list); without a manifest, every file and directory
+    there but the README."""
+    manifest = root / "runs.toml"
+    listed: list[Path] = []
     if manifest.exists():
-        import json
+        import tomllib
 
-        entries = json.loads(manifest.read_text(encoding="utf-8"))
-        if isinstance(entries, dict):
-            entries = entries.get("runs", [])
-        names = [e if isinstance(e, str) else e.get("path") or e.get("file") for e in entries]
-        return [root / n for n in names if n]
-    return sorted(p for p in root.iterdir() if p.name.lower() not in _SKIP)
+        entries = tomllib.loads(manifest.read_text(encoding="utf-8")).get("run", [])
+        listed = [root / e["file"] for e in entries if isinstance(e, dict) and e.get("file")]
+    skip = {p.resolve() for p in listed} | {manifest.resolve()}
+    rest = [
+        p
+        for p in sorted(root.iterdir())
+        if p.name.lower() not in _SKIP
+        and p.resolve() not in skip
+        and not (manifest.exists() and p.is_dir())
+    ]
+    return [*listed, *rest]
 
 
 def evaluate_runs(
@@ -77,12 +84,12 @@ def evaluate_runs(
             reward = run.find("train_reward")
             if series is None or reward is None or len(reward) < min_steps:
                 continue
-            last = int(reward.steps[-1])
+            first, last = int(reward.steps[0]), int(reward.steps[-1])
             final = final_value(series.steps.astype(np.float64), series.values, last)
             if not math.isfinite(final):
                 continue
-            for fraction in fractions:
-                seen = math.floor(fraction * (last + 1))
+            for fraction in fractions:  # of the logged span (a resumed run starts late)
+                seen = first + math.floor(fraction * (last - first + 1)) - 1
                 for method, f in run_forecasts(run, indicator, seen, last).items():
                     trials.append(
                         Trial(run.run_id, indicator, fraction, method, f.value, f.lo, f.hi, final)
@@ -107,23 +114,33 @@ def summarise(
     return out
 
 
+def _median_errors(by_run: dict[str, dict[str, float]], methods: Sequence[str]) -> dict[str, float]:
+    """Each method's median error over the runs on which every one of ``methods`` was fitted
+    (empty when there is no such run)."""
+    common = [errs for errs in by_run.values() if all(m in errs for m in methods)]
+    if not common:
+        return {}
+    return {m: float(np.median([errs[m] for errs in common])) for m in methods}
+
+
 def best_methods(trials: Sequence[Trial]) -> dict[tuple[str, float], str]:
-    """Per (indicator, fraction): ``entropy`` where its median absolute error is below both
-    simple forecasts', on the same runs; else the better simple forecast. Only the runs on
-    which every method could be fitted are compared."""
+    """Per (indicator, fraction): the better simple forecast (last value or saturating curve,
+    on the runs where both were fitted; the last value on a tie), unless the entropy-reward
+    forecast's median absolute error is below both on the runs where all three were."""
     choice: dict[tuple[str, float], str] = {}
     for indicator, fraction in sorted({(t.indicator, t.fraction) for t in trials}):
-        group = [t for t in trials if (t.indicator, t.fraction) == (indicator, fraction)]
         by_run: dict[str, dict[str, float]] = {}
-        for t in group:
-            by_run.setdefault(t.run, {})[t.method] = t.error
-        common = [errs for errs in by_run.values() if all(m in errs for m in METHODS)]
-        if not common:
+        for t in trials:
+            if (t.indicator, t.fraction) == (indicator, fraction):
+                by_run.setdefault(t.run, {})[t.method] = t.error
+        simple = _median_errors(by_run, ("last", "saturating"))
+        if not simple:
             continue
-        mae = {m: float(np.median([errs[m] for errs in common])) for m in METHODS}
-        simple = min(("last", "saturating"), key=lambda m: (mae[m], m != "last"))
-        beats = mae["entropy"] < mae["last"] and mae["entropy"] < mae["saturating"]
-        choice[(indicator, fraction)] = "entropy" if beats else simple
+        best = "saturating" if simple["saturating"] < simple["last"] else "last"
+        every = _median_errors(by_run, METHODS)
+        if every and every["entropy"] < min(every["last"], every["saturating"]):
+            best = "entropy"
+        choice[(indicator, fraction)] = best
     return choice
 
 
