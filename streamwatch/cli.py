@@ -134,7 +134,9 @@ def _replay(args: argparse.Namespace) -> int:
             keep_incidents=False,
             progress=progress_stream(),
         )
-    print(format_summary(result))
+    from streamwatch.incidents import Severity
+
+    print(format_summary(result, Severity(args.min_severity)))
     if args.verbose:
         print(format_verbose(result))
     if result.events == 0:
@@ -174,9 +176,12 @@ def _inspect(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from streamwatch.alerting.cli import build_dispatcher
     from streamwatch.config import load_config
-    from streamwatch.demo import demo_specs
-    from streamwatch.incidents import Status
+    from streamwatch.demo import StepOrder, demo_specs
+    from streamwatch.events import is_finished
+    from streamwatch.incidents import Incident, Severity
     from streamwatch.monitor import Monitor
+    from streamwatch.replay import format_runs
+    from streamwatch.replay_tally import Tally
     from streamwatch.simulate import simulate
     from streamwatch.sinks import ConsoleSink, JsonlSink
 
@@ -187,31 +192,51 @@ def _demo(args: argparse.Namespace) -> int:
         faults = ", ".join(f"{f.kind} at step {f.step}" for f in spec.faults) or "healthy"
         print(f"  {spec.run_id}: {faults}")
     print()
+    shown = Severity(args.min_severity)
     monitor = Monitor(config)
-    console = ConsoleSink(sys.stdout)
+    console = ConsoleSink(sys.stdout, min_severity=shown)
     jsonl = JsonlSink(args.incidents_out) if args.incidents_out else None
     alerts = build_dispatcher(args, config.alerting)
-    last_step = -1
-    fired = 0
-    for event in simulate(specs):
-        if args.pace and event.step > last_step:
-            time.sleep(args.pace)
-        last_step = max(last_step, event.step)
-        for inc in monitor.process(event):
-            fired += inc.status is Status.FIRING
+    tally, order = Tally(), StepOrder()
+
+    def emit(updates: list[Incident]) -> None:
+        for inc in updates:
+            tally.add(inc)
             console.send(inc)
             if jsonl is not None:
                 jsonl.send(inc)
             if alerts is not None:
                 alerts.send(inc)
+
+    last_step = -1
+    for event in simulate(specs):
+        if args.pace and event.step > last_step:
+            time.sleep(args.pace)
+        last_step = max(last_step, event.step)
+        for inc in monitor.process(event):
+            order.add(inc)
+        order.read(event.run_id, event.step, finished=bool(event.tags) and is_finished(event))
+        emit(order.ready())
     for inc in monitor.flush():
-        console.send(inc)
+        order.add(inc)
+    emit(order.rest())
     if jsonl is not None:
         jsonl.close()
     if alerts is not None:
         print(alerts.close(timeout=30), file=sys.stderr)
     s = monitor.stats
-    print(f"\n{s.events:,} events, {s.values:,} values, {fired} incidents fired")
+    print()
+    print("\n".join(format_runs(tally, shown)) or "no incidents")
+    runs = tally.runs.values()
+    fired = sum(t.fired for t in runs)
+    counts = ", ".join(
+        f"{n} {sev.value}" for sev in reversed(Severity) if (n := sum(t.counts[sev] for t in runs))
+    )
+    rose = sum(t.rose for t in runs)
+    print(
+        f"\n{s.events:,} events, {s.values:,} values, {fired} incidents fired ({counts}); "
+        f"{rose} of them rose in severity while firing, each counted once"
+    )
     return EXIT_OK
 
 

@@ -19,7 +19,7 @@ from streamwatch.config import Config
 from streamwatch.events import Problem
 from streamwatch.incidents import Incident, Severity
 from streamwatch.monitor import Monitor
-from streamwatch.replay_tally import FileRuns, Overlap, RunTally, Tally
+from streamwatch.replay_tally import FileRuns, Overlap, RunIncident, RunTally, Tally
 from streamwatch.sinks.base import Sink
 from streamwatch.sources import FileSource, expand_paths
 
@@ -248,21 +248,52 @@ def _evidence(inc: Incident) -> str:
     )
 
 
-def format_runs(tally: Tally) -> list[str]:
-    """Per run with incidents: its counts and the most severe firing ones (bounded)."""
+def _state(item: RunIncident) -> str:
+    rose = item.worst.severity is not item.first.severity
+    rise = f"{item.worst.severity.value} from step {item.worst.step}; " if rose else ""
+    end = "still firing" if item.resolved_step is None else f"resolved at step {item.resolved_step}"
+    return f"  ({rise}{end})"
+
+
+def _incident_line(item: RunIncident) -> str:
+    inc = item.worst
+    return (
+        f"  step {item.first.step:>6}  {inc.severity.value:<8} {inc.kind:<22} {inc.indicator}: "
+        f"{_evidence(inc)}{_state(item)}"
+    )
+
+
+def _counts(run: RunTally) -> str:
+    counts = ", ".join(f"{run.counts[s]} {s.value}" for s in reversed(Severity) if run.counts[s])
+    states = []
+    if run.open_count:
+        states.append(f"{run.open_count} firing")
+    if run.resolved:
+        states.append(f"{run.resolved} resolved")
+    return f"{counts} ({', '.join(states)})" if states else counts
+
+
+def format_runs(tally: Tally, min_severity: Severity = Severity.WARNING) -> list[str]:
+    """Per run with incidents: its counts (incidents by the most severe level each reached,
+    how many still fire) and the most severe ones of ``min_severity`` or worse (bounded),
+    each with its step, whether it rose, and whether it resolved."""
     lines: list[str] = []
     fired = sorted(r for r, t in tally.runs.items() if t.fired)
     listed = set(sorted(fired, key=lambda r: _weight(tally.runs[r]), reverse=True)[:_SHOWN_RUNS])
+    hidden = 0
     for run_id in (r for r in fired if r in listed):
         run = tally.runs[run_id]
-        counts = ", ".join(f"{run.counts[s]} {s.value}" for s in Severity if run.counts[s])
-        shown = run.shown()
-        more = f" (showing the {len(shown)} most severe)" if run.fired > len(shown) else ""
-        lines.append(f"run {run_id}: {counts}{more}")
-        lines.extend(
-            f"  step {inc.step:>6}  {inc.severity.value:<8} {inc.kind:<22} {inc.indicator}: "
-            f"{_evidence(inc)}"
-            for inc in shown
+        kept = run.shown()
+        shown = [i for i in kept if i.worst.severity.rank >= min_severity.rank]
+        below = sum(run.counts[s] for s in Severity if s.rank < min_severity.rank)
+        hidden += below
+        more = f"; showing the {len(shown)} most severe" if run.fired - below > len(shown) else ""
+        lines.append(f"run {run_id}: {_counts(run)}{more}")
+        lines.extend(_incident_line(item) for item in shown)
+    if hidden:
+        lines.append(
+            f"{hidden:,} incident(s) below {min_severity.value} not listed"
+            " (--min-severity info lists them)"
         )
     if len(fired) > len(listed):
         rest = [tally.runs[r] for r in fired if r not in listed]
@@ -278,14 +309,15 @@ def format_runs(tally: Tally) -> list[str]:
     return lines
 
 
-def format_summary(result: ReplayResult) -> str:
-    """The end-of-replay report: incidents per run with step and key evidence, the runs that
-    raised nothing, files that gave no event, overlapping run ids, problems."""
+def format_summary(result: ReplayResult, min_severity: Severity = Severity.WARNING) -> str:
+    """The end-of-replay report: incidents per run with step and key evidence (those of
+    ``min_severity`` or worse, as the console printed them), the runs that raised nothing,
+    files that gave no event, overlapping run ids, problems."""
     lines = [
         f"replayed {result.files} file(s): {result.events:,} events, {result.values:,} values "
         f"in {result.seconds:.2f} s"
     ]
-    fired = format_runs(result.tally)
+    fired = format_runs(result.tally, min_severity)
     lines.extend(fired or ["no incidents"])
     quiet = result.tally.quiet()
     if quiet and fired:

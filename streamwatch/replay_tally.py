@@ -1,62 +1,113 @@
 """What a replay keeps for its summary, in bounded memory whatever the input.
 
-Per run: incident updates counted by severity, and only the few firing ones worth printing
-(the most severe, the most recent among equals); runs beyond a limit are counted together.
-Per file: the step range of each run it holds, so that two files carrying the same run id
-over the same steps are reported instead of silently merged.
+Per run: its incidents (one per firing episode of a fingerprint: a rise from warning to
+critical is the same incident) counted by the most severe level each reached, whether each
+is still firing or resolved, and only the few worth printing (the most severe, the most
+recent among equals); runs beyond a limit are counted together. Per file: the step range of
+each run it holds, so that two files carrying the same run id over the same steps are
+reported instead of silently merged.
 
 >>> from streamwatch.incidents import Incident, Severity, Status
+>>> def update(id, step, sev, status=Status.FIRING):
+...     return Incident(id=id, run_id="r", kind="k", severity=sev, status=status,
+...                     indicator="i", metric="m", step=step, ts=None, message="")
 >>> tally = Tally(shown_per_run=1)
->>> for step, sev in [(5, Severity.WARNING), (9, Severity.CRITICAL), (12, Severity.WARNING)]:
-...     tally.add(Incident(id="x", run_id="r", kind="k", severity=sev, status=Status.FIRING,
-...                        indicator="i", metric="m", step=step, ts=None, message=""))
->>> runs = tally.runs["r"]
->>> runs.counts[Severity.WARNING], [i.step for i in runs.shown()]
-(2, [9])
+>>> for inc in [update("a", 5, Severity.WARNING), update("a", 9, Severity.CRITICAL),
+...             update("a", 14, Severity.CRITICAL, Status.RESOLVED),
+...             update("b", 12, Severity.WARNING)]:
+...     tally.add(inc)
+>>> run = tally.runs["r"]
+>>> run.counts[Severity.WARNING], run.counts[Severity.CRITICAL], run.open_count, run.resolved
+(1, 1, 1, 1)
+>>> [(i.first.step, i.worst.step, i.resolved_step) for i in run.shown()]
+[(5, 9, 14)]
 """
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import count
 
 from streamwatch.incidents import Incident, Severity, Status
 
-__all__ = ["FileRuns", "Overlap", "RunTally", "Tally"]
+__all__ = ["FileRuns", "Overlap", "RunIncident", "RunTally", "Tally"]
 
 #: Runs tallied one by one; the rest are counted together.
 MAX_RUNS = 10_000
+#: Firing incidents followed per tally (of the runs counted together: beyond it, each firing
+#: update counts as an incident).
+_MAX_OPEN = 10_000
+
+
+@dataclass
+class RunIncident:
+    """One incident of a run: its first firing update, its most severe, and when it
+    resolved (None while it fires)."""
+
+    first: Incident
+    worst: Incident
+    seq: int
+    resolved_step: int | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """Most severe first, then the most recent."""
+        return (self.worst.severity.rank, self.seq)
 
 
 @dataclass
 class RunTally:
-    """One run's incident updates: counts, and the firing ones to print (bounded)."""
+    """One run's incidents: counts by the most severe level each reached, the firing ones,
+    and the few to print (bounded)."""
 
     limit: int
     counts: Counter[Severity] = field(default_factory=Counter)
     resolved: int = 0
-    _kept: list[tuple[int, int, Incident]] = field(default_factory=list)
+    #: incidents that rose in severity while firing (each counted once, at its worst)
+    rose: int = 0
+    open: dict[str, RunIncident] = field(default_factory=dict)
+    _kept: list[RunIncident] = field(default_factory=list)
 
     def add(self, inc: Incident, seq: int) -> None:
+        current = self.open.get(inc.id)
         if inc.status is not Status.FIRING:
-            self.resolved += 1
+            if current is not None:
+                current.resolved_step = inc.step
+                del self.open[inc.id]
+                self.resolved += 1
             return
-        self.counts[inc.severity] += 1
-        item = (inc.severity.rank, seq, inc)
-        if len(self._kept) < self.limit:
-            heapq.heappush(self._kept, item)
-        elif item[:2] > self._kept[0][:2]:
-            heapq.heapreplace(self._kept, item)
+        if current is None:
+            current = RunIncident(inc, inc, seq)
+            if len(self.open) < _MAX_OPEN:
+                self.open[inc.id] = current
+            self.counts[inc.severity] += 1
+        elif inc.severity.rank > current.worst.severity.rank:  # the same incident, worse
+            self.counts[current.worst.severity] -= 1
+            self.counts[inc.severity] += 1
+            self.rose += current.worst.severity is current.first.severity
+            current.worst, current.seq = inc, seq
+        else:
+            return
+        self._keep(current)
+
+    def _keep(self, item: RunIncident) -> None:
+        if not any(k is item for k in self._kept):
+            self._kept.append(item)
+        if len(self._kept) > self.limit:
+            self._kept.remove(min(self._kept, key=lambda k: k.key))
 
     @property
     def fired(self) -> int:
         return sum(self.counts.values())
 
-    def shown(self) -> list[Incident]:
-        """The kept firing updates, in step order."""
-        return sorted((inc for _, _, inc in self._kept), key=lambda i: (i.step, i.kind))
+    @property
+    def open_count(self) -> int:
+        return len(self.open)
+
+    def shown(self) -> list[RunIncident]:
+        """The kept incidents, in step order."""
+        return sorted(self._kept, key=lambda i: (i.first.step, i.first.kind))
 
 
 @dataclass

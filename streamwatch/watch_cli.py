@@ -10,6 +10,7 @@ import threading
 from streamwatch.cli_sinks import incident_sinks
 from streamwatch.clock import SystemClock
 from streamwatch.config import load_config
+from streamwatch.incidents import Severity
 from streamwatch.interrupt import stop_on_signals
 from streamwatch.outcome import EXIT_INCIDENT, EXIT_NO_EVENTS, exit_code
 from streamwatch.replay import format_runs
@@ -65,7 +66,8 @@ def run_watch(args: argparse.Namespace) -> int:
             watcher.close()
     s = watcher.stats
     print(f"watched {len(watcher.followers)} path(s): {s.events:,} events in {s.polls} polls")
-    print("\n".join(format_runs(watcher.tally)) or "no incidents")
+    shown = format_runs(watcher.tally, Severity(args.min_severity))
+    print("\n".join(shown) or "no incidents")
     for why in watcher.not_followed.values():
         print(f"not followed: {why}")
     if s.problems:

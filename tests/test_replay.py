@@ -96,7 +96,7 @@ def test_the_summary_is_bounded_and_the_replay_keeps_no_incident_list(tmp_path: 
     assert sum(t.fired for t in result.tally.runs.values()) == 2120
     summary = format_summary(result)
     assert len(summary.splitlines()) < 600
-    assert "run r: 120 critical (showing the 10 most severe)" in summary
+    assert "run r: 120 critical (120 resolved); showing the 10 most severe" in summary
     assert "more run(s) with incidents" in summary
     assert len(replay_files([path]).incidents) > 2120  # firing and resolved updates
 
