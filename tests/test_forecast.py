@@ -3,10 +3,12 @@ definition, and the method choice held to what ``benchmarks/forecast.py`` measur
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from streamwatch.report.forecast import (
     CHOICE,
@@ -16,6 +18,7 @@ from streamwatch.report.forecast import (
     final_steps,
     final_value,
     last_value,
+    outlook,
     saturating,
 )
 from streamwatch.report.forecast_eval import best_methods, evaluate_runs, load_real_runs
@@ -76,3 +79,25 @@ def test_the_method_choice_is_what_the_benchmark_measured_on_the_runs_it_names()
     assert best_methods(evaluate_runs(runs, 200)) == CHOICE
     assert all(m in ("last", "saturating", "entropy") for m in CHOICE.values())
     assert all(math.isclose(f, 1 / round(1 / f)) for _, f in CHOICE)
+
+
+def test_the_report_says_where_a_shorter_run_is_heading(tmp_path: Path) -> None:
+    pytest.importorskip("plotly")
+    from streamwatch.report import build_report
+
+    full = REAL / "verl-grpo-gsm8k_qwen2_7b_off_ppl.jsonl"
+    rows = full.read_text().splitlines()
+    cut = tmp_path / "off_ppl_so_far.jsonl"
+    cut.write_text("\n".join(r for r in rows if json.loads(r)["step"] <= 40) + "\n")
+    runs, _ = load_real_runs([cut])
+    [run] = runs
+    [line] = outlook(run, 105)[:1]
+    assert line.startswith("train reward on course for ") and "at step 105" in line
+    value = float(line.split("on course for ")[1].split(",")[0])
+    final = np.mean([json.loads(r)["metrics"]["critic/score/mean"] for r in rows[-6:]])
+    assert abs(value - final) < 0.02  # 0.981 at the end of the real run
+    out = tmp_path / "report.html"
+    build_report([REAL / "verl-grpo-gsm8k_qwen2_7b_base.jsonl", cut], out, js="plain")
+    text = out.read_text()
+    assert text.count('class="sw-outlook"') == 1 and "train reward on course for" in text
+    assert outlook(run, 40) == []  # a run at its horizon has nothing to forecast

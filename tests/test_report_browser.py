@@ -149,3 +149,48 @@ def test_comparison_overlays_render(browser: Any, tmp_path: Path) -> None:
     assert len(runs) == 6 * len(result.indicators)
     assert errors == []
     page.screenshot(path=str(ARTIFACTS / "compare-entropy-collapse.png"), full_page=True)
+
+
+def test_ledger_page_draws_the_seed_band_every_candidate_and_the_ranked_table(
+    browser: Any, tmp_path: Path
+) -> None:
+    from streamwatch.report.ledger import build_ledger
+    from streamwatch.report.ledger_page import write_ledger
+    from streamwatch.report.ledger_runs import assign, parse_arm, read_runs
+
+    paths = []
+    for name, seed, faults, steps in [
+        *((f"base-{s}", s, (), 200) for s in range(3)),
+        *((f"collapse-{s}", 10 + s, (Fault("entropy_collapse", 80),), 200) for s in range(2)),
+        ("running-0", 20, (), 90),
+    ]:
+        path = tmp_path / f"{name}.jsonl"
+        spec = RunSpec(name, steps=steps, seed=seed, ranks_per_host=1, faults=faults)
+        write_jsonl(simulate([spec]), path)
+        paths.append(path)
+    runs = read_runs(paths)
+    arms = [parse_arm("collapse-*", "learning rate x10"), parse_arm("running-*", "nothing")]
+    base, groups, _ = assign(runs, ["base-*"], arms)
+    ledger = build_ledger(base, groups)
+    out = write_ledger(ledger, tmp_path / "ledger.html")
+    page, errors = open_page(browser, out)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "ledger-sweep.png"), full_page=True)
+    [figure] = page.evaluate(FIGURES_JS)
+    panels = len(ledger.entries[0].comparison.indicators)
+    assert figure["subplots"] == panels >= 6
+    roles = [t["role"] for t in figure["traces"]]
+    assert roles.count("band") == roles.count("baseline") == panels
+    assert roles.count("candidate") == 3 * panels  # 2 + 1 candidate runs on every panel
+    assert all(t["drawn"] and t["points"] > 0 for t in figure["traces"])
+    ranked = page.evaluate(
+        "Array.from(document.querySelectorAll('#sw-ledger tbody tr')).map(r => r.dataset.candidate)"
+    )
+    assert ranked == [e.arm.name for e in ledger.entries] and len(ranked) == 2
+    text = page.evaluate("document.body.innerText")
+    assert "on course for" in text and "(running)" in text
+    collapse = next(e for e in ledger.entries if e.arm.name.startswith("collapse"))
+    assert collapse.verdicts()["entropy"].value == "worse"
+    assert any(i.kind == "entropy_collapse" for i in collapse.candidate_incidents)
+    assert "entropy_collapse" in text  # the candidate's incidents are listed
+    assert errors == []

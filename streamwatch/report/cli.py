@@ -40,6 +40,13 @@ def add_report_commands(subparsers: argparse._SubParsersAction[argparse.Argument
     )
     r.add_argument("--config", metavar="FILE", help="TOML or JSON engine config")
     r.add_argument("--title", metavar="TEXT", help="the page's title (default: the runs' names)")
+    r.add_argument(
+        "--forecast-to",
+        type=int,
+        metavar="STEP",
+        help="forecast each run's final train reward and held-out at this step (default: "
+        "the longest run's last step, for the runs that have not reached it)",
+    )
     _drawing_options(r, default_points=2000)
 
     c = subparsers.add_parser(
@@ -172,6 +179,7 @@ def _report(args: argparse.Namespace) -> int:
         max_points=args.max_points,
         js="plain" if args.plain_js else "gzip",
         title=args.title,
+        forecast_to=args.forecast_to,
     )
     print(
         f"wrote {summary.path} ({summary.bytes / 1e6:.1f} MB): {summary.runs} run(s), "

@@ -57,6 +57,7 @@ __all__ = [
     "final_value",
     "forecast",
     "last_value",
+    "outlook",
     "run_forecasts",
     "saturating",
 ]
@@ -348,3 +349,21 @@ def forecast(run: RunData, indicator: str, last_step: int) -> Forecast | None:
     first = int(reward.steps[0])
     wanted = choose(indicator, (seen - first + 1) / max(last_step - first + 1, 1))
     return methods.get(wanted, methods["last"])
+
+
+_OUTLOOK = (("train_reward", "train reward"), ("heldout_reward", "held-out"))
+
+
+def outlook(run: RunData, last_step: int) -> list[str]:
+    """One line per forecast series, for a run that has not reached ``last_step``:
+    ``train reward on course for 0.62, 0.58 to 0.66 at step 400 (90%, saturating forecast
+    from step 120)``."""
+    lines = []
+    for name, label in _OUTLOOK:
+        f = forecast(run, name, last_step)
+        if f is not None:
+            lines.append(
+                f"{label} on course for {f.value:.3g}, {f.lo:.3g} to {f.hi:.3g} at step "
+                f"{last_step} ({f.level:.0%}, {f.method} forecast from step {f.seen})"
+            )
+    return lines

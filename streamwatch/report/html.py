@@ -31,6 +31,7 @@ from streamwatch.replay import replay_files
 
 from .data import RunData, Series, collect_runs, is_indicator
 from .downsample import downsample
+from .forecast import outlook
 from .page import JsMode, Page, plotly_version
 
 __all__ = ["DEFAULT_PANELS", "SEVERITY_COLOURS", "ReportSummary", "build_report", "render_report"]
@@ -321,8 +322,12 @@ def render_report(
     subtitle: Sequence[str] = (),
     refresh_seconds: float | None = None,
     problems: int = 0,
+    forecast_to: int | None = None,
 ) -> ReportSummary:
-    """Write the report of already collected series and incidents (atomically)."""
+    """Write the report of already collected series and incidents (atomically).
+
+    A run that has not reached ``forecast_to`` (default: the longest run's last step) gets
+    the forecast of its final train reward and held-out there (:func:`~.forecast.outlook`)."""
     if max_points < 4:
         raise ValueError(f"max_points must be >= 4, got {max_points}")
     start = time.perf_counter()
@@ -351,9 +356,17 @@ def render_report(
         page.add_html(_run_index(ordered, tallies, anchors))
     page.add_html(_legend())
     n_panels = points = markers = 0
+    horizon = (
+        forecast_to if forecast_to is not None else max((r.last_step() for r in ordered), default=0)
+    )
     for run in ordered:
         panels = _run_panels(run, by_run.get(run.run_id, []), indicators)
         page.add_heading(f"{run.run_id}", anchors[run.run_id])
+        ahead = outlook(run, horizon)
+        if ahead:
+            page.add_html(
+                '<p class="sw-outlook">' + "<br>".join(html.escape(x) for x in ahead) + "</p>"
+            )
         if not panels:
             page.add_html('<p class="muted">No series to draw for this run.</p>')
             continue
@@ -392,6 +405,7 @@ def build_report(
     max_points: int = 2000,
     js: JsMode = "gzip",
     title: str | None = None,
+    forecast_to: int | None = None,
 ) -> ReportSummary:
     """Replay ``paths`` through the engine and write the report of every run in them.
 
@@ -413,5 +427,6 @@ def build_report(
         title=title or f"streamwatch report: {names}",
         subtitle=[f"{len(paths)} file(s), {result.events:,} events"],
         problems=result.problem_count,
+        forecast_to=forecast_to,
     )
     return replace(summary, seconds=time.perf_counter() - start)
