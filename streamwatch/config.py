@@ -351,6 +351,33 @@ class StragglerSettings(_Section):
     max_sources: int = Field(4096, ge=3, description="sources followed per series")
 
 
+class CostSettings(_Section):
+    """What an incident costs (:mod:`streamwatch.cost`): steps since its onset x the run's
+    step time x its GPUs."""
+
+    gpus: int | None = Field(
+        None,
+        ge=1,
+        description="GPUs per run, when the events carry no gpus tag (else: verl's perf "
+        "metrics, or the processes seen publishing)",
+    )
+    window: int = Field(32, ge=1, description="newest steps whose mean time is the step time")
+
+
+class ProjectionSettings(_Section):
+    """Where a failure that builds is heading (:mod:`streamwatch.projection`)."""
+
+    window: int = Field(
+        40, ge=8, description="newest values (evaluations, for held-out) kept per series"
+    )
+    min_points: int = Field(6, ge=4, description="values the fitted part needs at least")
+    min_evals: int = Field(4, ge=4, description="...for held-out, evaluations")
+    confidence: float = Field(0.95, gt=0.5, lt=1, description="of the crossing's interval")
+    max_extrapolation: float = Field(
+        5.0, gt=0, description="crossings at most this many times the fitted span ahead"
+    )
+
+
 class EngineConfig(_Section):
     resolve_after: int = Field(20, ge=1, description="healthy updates before an incident resolves")
     entropy: EntropySettings = EntropySettings()
@@ -363,6 +390,8 @@ class EngineConfig(_Section):
     mismatch: MismatchSettings = MismatchSettings()
     stall: StallSettings = StallSettings()
     straggler: StragglerSettings = StragglerSettings()
+    cost: CostSettings = CostSettings()
+    projection: ProjectionSettings = ProjectionSettings()
     disabled_kinds: tuple[str, ...] = ()
     max_runs: int = Field(
         10_000, ge=1, description="runs tracked at once; past it the stalest tenth is forgotten"

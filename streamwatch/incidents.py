@@ -99,6 +99,10 @@ class Incident(BaseModel):
     message: str
     evidence: dict[str, Any] = Field(default_factory=dict)
     remedies: list[str] = Field(default_factory=list)
+    #: the compute spent since the onset (:mod:`streamwatch.cost`); None when not timed
+    cost: dict[str, Any] | None = None
+    #: where a failure that builds is heading (:mod:`streamwatch.projection`)
+    projection: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         """One line of JSON with sorted keys: byte-identical for identical incidents."""

@@ -81,6 +81,8 @@ class Monitor:
         src = source_key(event.source) if event.source is not None else ""
         run.heard_from(src, step, event.tags)
         metrics = event.metrics
+        if run.meter.probes > 0:
+            run.meter.probe(metrics)
         n = len(metrics)
         loss = run.loss_metric
         if loss is not None and metrics.get(loss) == 0.0:
@@ -226,6 +228,16 @@ class Monitor:
         run = load_run(blob)
         self.runs[run.run_id] = run
         return run.run_id
+
+    def spent(self) -> dict[str, dict[str, object]]:
+        """Per run with a critical incident: the compute it spent after the first one
+        (:meth:`RunState.spent`; runs that nothing times are left out)."""
+        out = {}
+        for run_id, run in self.runs.items():
+            cost = run.spent()
+            if cost is not None:
+                out[run_id] = cost
+        return out
 
     def firing(self) -> list[Incident]:
         """Incidents firing now, across runs."""

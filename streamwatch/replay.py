@@ -16,9 +16,11 @@ from typing import Literal, TextIO
 
 from streamwatch.bindings import RunBindings, format_bindings, run_bindings
 from streamwatch.config import Config
+from streamwatch.cost import describe_spent
 from streamwatch.events import Problem
 from streamwatch.incidents import Incident, Severity
 from streamwatch.monitor import Monitor
+from streamwatch.notes import incident_notes
 from streamwatch.replay_tally import FileRuns, Overlap, RunIncident, RunTally, Tally
 from streamwatch.sinks.base import Sink
 from streamwatch.sources import FileSource, expand_paths
@@ -76,6 +78,8 @@ class ReplayResult:
     bindings: list[RunBindings] = field(default_factory=list)
     #: files in the directories given that are not read, and why (no known format)
     passed_over: list[tuple[Path, str]] = field(default_factory=list)
+    #: per run with a critical incident: the compute it spent after the first one
+    spent: dict[str, dict[str, object]] = field(default_factory=dict)
 
     def worst(self) -> Severity | None:
         return self.tally.worst
@@ -233,6 +237,7 @@ def replay_files(
     result.values = monitor.stats.values
     result.overlaps = spans.overlaps
     result.bindings = run_bindings(monitor)
+    result.spent = monitor.spent()
     return result
 
 
@@ -273,10 +278,24 @@ def _counts(run: RunTally) -> str:
     return f"{counts} ({', '.join(states)})" if states else counts
 
 
-def format_runs(tally: Tally, min_severity: Severity = Severity.WARNING) -> list[str]:
+def _notes(item: RunIncident) -> list[str]:
+    """What the incident has cost (at its most severe update) and where it was heading."""
+    notes = incident_notes(item.worst)
+    if item.worst.projection is None and item.first.projection is not None:
+        notes += incident_notes(item.first)[1:]
+    return notes
+
+
+def format_runs(
+    tally: Tally,
+    min_severity: Severity = Severity.WARNING,
+    spent: dict[str, dict[str, object]] | None = None,
+) -> list[str]:
     """Per run with incidents: its counts (incidents by the most severe level each reached,
-    how many still fire) and the most severe ones of ``min_severity`` or worse (bounded),
-    each with its step, whether it rose, and whether it resolved."""
+    how many still fire), what it spent after its first critical incident, and the most
+    severe ones of ``min_severity`` or worse (bounded), each with its step, whether it rose,
+    whether it resolved, what it cost and where it was heading."""
+    spent = spent or {}
     lines: list[str] = []
     fired = sorted(r for r, t in tally.runs.items() if t.fired)
     listed = set(sorted(fired, key=lambda r: _weight(tally.runs[r]), reverse=True)[:_SHOWN_RUNS])
@@ -289,7 +308,12 @@ def format_runs(tally: Tally, min_severity: Severity = Severity.WARNING) -> list
         hidden += below
         more = f"; showing the {len(shown)} most severe" if run.fired - below > len(shown) else ""
         lines.append(f"run {run_id}: {_counts(run)}{more}")
-        lines.extend(_incident_line(item) for item in shown)
+        after = describe_spent(spent.get(run_id))
+        if after:
+            lines.append(f"  {after}")
+        for item in shown:
+            lines.append(_incident_line(item))
+            lines.extend(f"{'':>16}{note}" for note in _notes(item))
     if hidden:
         lines.append(
             f"{hidden:,} incident(s) below {min_severity.value} not listed"
@@ -317,7 +341,7 @@ def format_summary(result: ReplayResult, min_severity: Severity = Severity.WARNI
         f"replayed {result.files} file(s): {result.events:,} events, {result.values:,} values "
         f"in {result.seconds:.2f} s"
     ]
-    fired = format_runs(result.tally, min_severity)
+    fired = format_runs(result.tally, min_severity, result.spent)
     lines.extend(fired or ["no incidents"])
     quiet = result.tally.quiet()
     if quiet and fired:

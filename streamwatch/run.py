@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 from bisect import insort
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -35,9 +36,11 @@ from streamwatch.checks import (
     screen,
 )
 from streamwatch.config import EngineConfig
+from streamwatch.cost import CostMeter
 from streamwatch.events import Problem
-from streamwatch.incidents import Finding, Incident, IncidentBook, Kind, Severity
+from streamwatch.incidents import Finding, Incident, IncidentBook, Kind, Severity, Status
 from streamwatch.indicators import Indicator
+from streamwatch.projection import PROJECTED, project, target
 
 __all__ = ["RunState", "Series"]
 
@@ -54,6 +57,9 @@ _FEEDS_HACKING = {Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD}
 # members read on the hot path (an enum's attribute lookup is slow)
 _TRAIN, _HELDOUT = Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD
 _CLIP_RATIO = Indicator.TRUNCATION_RATIO
+_STEP_TIME = Indicator.STEP_TIME
+#: the series whose recent values are kept for projections (the kinds in PROJECTED)
+_PROJECTED = frozenset(Indicator(name) for names in PROJECTED.values() for name in names)
 #: the indicators the no-learning-signal check reads, by its names for them
 _SIGNAL_OF = {
     Indicator.ZERO_VARIANCE_GROUPS: "zero_variance",
@@ -152,6 +158,7 @@ class Series:
         "solo",
         "special",
         "straggler",
+        "window",
     )
 
     def __init__(
@@ -193,6 +200,8 @@ class Series:
         self.pending_values: list[tuple[str, float]] = []  # the judged step's, per source
         # the only source, while there is one value a step (its step is not kept in last_step)
         self.solo: str | None = None
+        # the newest (step, value) pairs of a series that projections read
+        self.window: deque[tuple[int, float]] | None = None
 
 
 @dataclass
@@ -220,6 +229,10 @@ class RunState:
     nan_step: int = -1  # the last step with a non-finite value, or counted healthy
     grace_until: int = -1  # after a resume: the last step of its grace period
     resumes: int = 0
+    meter: CostMeter = field(init=False)
+    #: incident id -> the step its cost counts from (its onset, else its first firing step)
+    since: dict[str, int] = field(default_factory=dict)
+    first_critical: int = -1  # the step of the run's first critical incident
 
     def __post_init__(self) -> None:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
@@ -230,6 +243,7 @@ class RunState:
         self.lag = LagCheck(self.cfg.straggler)
         self.stall = StallCheck(self.cfg.stall)
         self.disabled = frozenset(self.cfg.disabled_kinds)
+        self.meter = CostMeter(self.cfg.cost.gpus, self.cfg.cost.window)
 
     # -- series -------------------------------------------------------------------------
     def new_series(self, metric: str, indicator: Indicator | None, rank: int = 0) -> Series:
@@ -265,6 +279,8 @@ class RunState:
         component = is_component(metric, self.cfg.hacking)
         cap = self.cfg.length.max_response_length
         series = Series(metric, name, indicator, checks, drift, straggler, component, cap)
+        if indicator in _PROJECTED:
+            series.window = deque(maxlen=self.cfg.projection.window)
         self.series[metric] = series
         return series
 
@@ -392,6 +408,9 @@ class RunState:
         """:meth:`judge` but for the drift screen (the Monitor screens an event's generic
         values together)."""
         graced = step <= self.grace_until
+        window = s.window
+        if window is not None:
+            window.append((step, x))
         for check in s.checks:
             if graced and not _GRACED.isdisjoint(check.kinds):
                 continue
@@ -438,6 +457,8 @@ class RunState:
             if judged or (judged is not None and _CLIP_RATIO not in self.bound):
                 self._report(self.cap.kinds, "truncation_ratio", step, judged)
         if s.straggler is not None:
+            if ind is _STEP_TIME:
+                self.meter.timed(x, s.metric)
             values, s.pending_values = s.pending_values, []
             found = s.straggler.update(step, values)
             self._report(s.straggler.kinds, s.name, step, found)
@@ -446,6 +467,8 @@ class RunState:
         """Every event with a source: a resume (its steps went back, or it says so), and the
         ranks falling behind."""
         lag = self.lag
+        if tags:
+            self.meter.tagged(tags)
         resumed = tags is not None and tags.get("resumed", "").lower() in ("1", "true", "yes")
         if lag.went_back(src, step) or (resumed and step > self.grace_until):
             self.resume(step)
@@ -459,6 +482,7 @@ class RunState:
         self.resumes += 1
         self.grace_until = step + self.cfg.resume_grace_steps
         self.lag.restart()
+        self.meter.restart(step)
         for s in self.series.values():
             s.open.clear()
             s.order.clear()
@@ -530,13 +554,91 @@ class RunState:
             return
         update = self.book.fire(finding, self.last_ts if ts is None else ts)
         if update is not None:
-            self.out.append(update)
+            self.emit(update)
 
     def _healthy(self, kind: Kind, name: str, step: int) -> None:
         if self.book.open:
             update = self.book.healthy(kind, name, step, self.last_ts)
             if update is not None:
-                self.out.append(update)
+                self.emit(update)
+
+    def emit(self, update: Incident) -> None:
+        """Announce an incident update with what it has cost and, for a failure that builds,
+        where it is heading (computed here, once per update, never per value)."""
+        fid = update.id
+        firing = update.status is Status.FIRING
+        if firing:
+            since = self.since.setdefault(fid, update.step)
+            if update.onset_step is not None:
+                since = min(since, update.onset_step)
+            if update.severity is Severity.CRITICAL and self.first_critical < 0:
+                self.first_critical = update.step
+        else:
+            since = self.since.pop(fid, update.step)
+        extra: dict[str, object] = {}
+        cost = self.price(update.kind, since, update.step, update.evidence)
+        if cost is not None:
+            extra["cost"] = cost
+        if firing and update.kind in PROJECTED:
+            heading = self._project(update)
+            if heading is not None:
+                extra["projection"] = heading
+        elif update.projection is not None:
+            extra["projection"] = None  # resolved: heading nowhere
+        if extra:
+            update = update.model_copy(update=extra)
+            if firing:
+                self.book.open[fid].incident = update
+        self.out.append(update)
+
+    def sources(self) -> int:
+        """The processes the run is heard from (named ones)."""
+        return sum(1 for src in self.lag.last if src)
+
+    def price(
+        self, kind: str, since: int, until: int, evidence: Mapping[str, object] | None = None
+    ) -> dict[str, object] | None:
+        """The compute from step ``since`` to ``until`` (a stalled run: its silence)."""
+        cost = self.meter.price(since, until, self.sources())
+        if cost is None or kind != Kind.RUN_STALLED or evidence is None:
+            return cost
+        silent = evidence.get("silent_seconds")
+        if isinstance(silent, float) and silent > 0.0:
+            return self.meter.price_seconds(cost, silent)
+        return cost
+
+    def spent(self) -> dict[str, object] | None:
+        """The compute the run spent after its first critical incident (None: it had none,
+        or nothing times it)."""
+        if self.first_critical < 0:
+            return None
+        return self.meter.price(self.first_critical, self.meter.newest, self.sources())
+
+    def _project(self, update: Incident) -> dict[str, object] | None:
+        try:
+            metric = self.bound.get(Indicator(update.indicator))
+        except ValueError:
+            return None
+        s = self.series.get(metric) if metric is not None else None
+        if s is None or s.window is None:
+            return None
+        goal = target(update.kind, update.indicator, update.evidence, self.cfg)
+        if goal is None:
+            return None
+        cfg = self.cfg.projection
+        steps = [float(t) for t, _ in s.window]
+        sparse = s.indicator is _HELDOUT
+        return project(
+            steps,
+            [x for _, x in s.window],
+            goal.level,
+            rising=goal.rising,
+            scales=goal.scales,
+            now=update.step,
+            min_points=cfg.min_evals if sparse else cfg.min_points,
+            confidence=cfg.confidence,
+            max_extrapolation=cfg.max_extrapolation,
+        )
 
     def check_stall(self, now: float, heard: float | None = None) -> None:
         finding = self.stall.check(now, heard)
@@ -547,6 +649,7 @@ class RunState:
         """Every event: note its time; a stalled run that speaks again is resolved."""
         if ts is not None and (self.last_ts is None or ts > self.last_ts):
             self.last_ts = ts
+        self.meter.observe(step, ts)
         gap = self.stall.observe(step, ts)
         stalled = bool(self.book.open) and self.book.is_firing(Kind.RUN_STALLED, "run")
         if gap is not None and not stalled:
@@ -556,4 +659,4 @@ class RunState:
             fid = self.book.fid(Kind.RUN_STALLED, "run")
             update = self.book.resolve(fid, step, ts, "events arrive again")
             if update is not None:
-                self.out.append(update)
+                self.emit(update)

@@ -221,7 +221,7 @@ class Service:
             if now - status.at >= s.status_seconds:
                 self._status(status, now)
             if self._live is not None and now >= next_report:
-                self._live.write()
+                self._live.write(spent=self.monitor.spent())
                 next_report = now + s.report_seconds
             due = running.committer.due(now)
             if due:
@@ -231,7 +231,7 @@ class Service:
                 break
         running.committer.commit(stop)
         if self._live is not None:
-            self._live.write()
+            self._live.write(spent=self.monitor.spent())
         self._throttle.report()
         log.info("stopped: %s", self.counts.summary())
 

@@ -26,7 +26,9 @@ import numpy as np
 
 from streamwatch import __version__
 from streamwatch.config import Config
+from streamwatch.cost import describe_spent
 from streamwatch.incidents import Incident, Severity, Status
+from streamwatch.notes import incident_notes
 from streamwatch.replay import replay_files
 
 from .data import RunData, Series, collect_runs, is_indicator
@@ -129,6 +131,7 @@ def _hover(inc: Incident) -> str:
     for key, value in list(inc.evidence.items())[:_MAX_EVIDENCE]:
         shown = f"{value:.4g}" if isinstance(value, float) else str(value)
         lines.append(f"{e(key)} = {e(shown)}")
+    lines.extend(e(note) for note in incident_notes(inc))
     if inc.remedies:
         lines.append("try: " + e(inc.remedies[0]))
     return "<br>".join(_wrap(line) for line in lines)
@@ -279,7 +282,8 @@ def _incident_table(incidents: Sequence[Incident], anchors: Mapping[str, str]) -
             f'<td class="num">{inc.step}</td>'
             f'<td class="num">{onset}</td><td class="{cls}">{e(inc.severity.value)}</td>'
             f"<td>{e(inc.status.value)}</td><td>{e(inc.kind)}</td><td>{e(inc.metric)}</td>"
-            f'<td>{e(inc.message)}</td><td class="muted">{e(evidence)}</td></tr>'
+            f'<td>{e(inc.message)}</td><td class="muted">{e(evidence)}</td>'
+            f"<td>{'<br>'.join(e(n) for n in incident_notes(inc))}</td></tr>"
         )
     more = len(ordered) - _MAX_TABLE_ROWS
     note = f'<p class="muted">…and {more} more (see the JSONL output).</p>' if more > 0 else ""
@@ -292,7 +296,9 @@ def _incident_table(incidents: Sequence[Incident], anchors: Mapping[str, str]) -
         f"<summary>{e(summary)}</summary>"
         '<table id="sw-incidents"><thead><tr><th>run</th><th>step</th><th>onset</th>'
         "<th>severity</th><th>status</th><th>kind</th><th>metric</th><th>message</th>"
-        "<th>evidence</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        "<th>evidence</th><th>cost, heading</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
         f"{note}</details>"
     )
 
@@ -323,11 +329,15 @@ def render_report(
     refresh_seconds: float | None = None,
     problems: int = 0,
     forecast_to: int | None = None,
+    spent: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ReportSummary:
     """Write the report of already collected series and incidents (atomically).
 
     A run that has not reached ``forecast_to`` (default: the longest run's last step) gets
-    the forecast of its final train reward and held-out there (:func:`~.forecast.outlook`)."""
+    the forecast of its final train reward and held-out there (:func:`~.forecast.outlook`).
+    ``spent``: per run, the compute spent after its first critical incident (the engine's
+    :meth:`~streamwatch.monitor.Monitor.spent`)."""
+    spent = spent or {}
     if max_points < 4:
         raise ValueError(f"max_points must be >= 4, got {max_points}")
     start = time.perf_counter()
@@ -343,6 +353,9 @@ def render_report(
         tallies[run_id] = ", ".join(
             f"{c[s.value]} {s.value}" for s in reversed(Severity) if c[s.value]
         )
+        after = describe_spent(spent.get(run_id))
+        if after:
+            tallies[run_id] += f"; {after}"
     fired = sum(1 for i in incidents if i.status is Status.FIRING)
     page.subtitle.append(
         f"{len(ordered)} run(s); {fired} firing incident update(s)"
@@ -367,6 +380,9 @@ def render_report(
             page.add_html(
                 '<p class="sw-outlook">' + "<br>".join(html.escape(x) for x in ahead) + "</p>"
             )
+        after = describe_spent(spent.get(run.run_id))
+        if after:
+            page.add_html(f'<p class="sw-spent">{html.escape(after)}</p>')
         if not panels:
             page.add_html('<p class="muted">No series to draw for this run.</p>')
             continue
@@ -428,5 +444,6 @@ def build_report(
         subtitle=[f"{len(paths)} file(s), {result.events:,} events"],
         problems=result.problem_count,
         forecast_to=forecast_to,
+        spent=result.spent,
     )
     return replace(summary, seconds=time.perf_counter() - start)

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -179,8 +180,9 @@ class LiveReport:
         with self._lock:
             return [i for i in self._incidents if i.run_id in self._runs]
 
-    def write(self) -> ReportSummary:
-        """Write the report now (atomically: readers never see a half-written file)."""
+    def write(self, spent: Mapping[str, Mapping[str, Any]] | None = None) -> ReportSummary:
+        """Write the report now (atomically: readers never see a half-written file);
+        ``spent``: per run, the compute after its first critical incident (the engine's)."""
         runs, incidents = self.snapshot(), self.incidents()
         return render_report(
             runs,
@@ -191,4 +193,5 @@ class LiveReport:
             js=self.js,
             title=self.title,
             refresh_seconds=self.refresh_seconds,
+            spent=spent,
         )

@@ -29,6 +29,7 @@ from streamwatch.alerting.notify.text import (
     units,
 )
 from streamwatch.incidents import Incident, Severity, Status
+from streamwatch.notes import incident_notes
 
 __all__ = ["MAX_BLOCKS", "MAX_BLOCKS_CHARS", "SlackNotifier", "check_block_kit", "slack_payload"]
 
@@ -44,6 +45,7 @@ MAX_BLOCKS_CHARS = 12_000
 # tighter caps of our own, so that several incidents fit in one message
 _MESSAGE_CHARS = 1500
 _REMEDY_CHARS = 1000
+_NOTES_CHARS = 600
 _KEY_EVIDENCE = 8
 _EVIDENCE_CHARS = 150
 _LINK_CHARS = 1000
@@ -81,6 +83,9 @@ def _incident_blocks(inc: Incident) -> list[dict[str, Any]]:
         f"at step *{inc.step}*{onset}"
     )
     text = head + "\n" + clip(_esc(inc.message), _MESSAGE_CHARS)
+    notes = incident_notes(inc)
+    if notes:
+        text += "\n" + clip(_esc(" · ".join(notes)), _NOTES_CHARS)
     section: dict[str, Any] = {"type": "section", "text": _mrkdwn(text, SECTION_CHARS)}
     if inc.status is Status.FIRING and inc.evidence:
         items = flatten_evidence(inc.evidence)

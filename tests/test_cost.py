@@ -1,0 +1,147 @@
+"""What an incident costs: the figure checked by hand on a real verl run, where the step time
+and the GPU count come from, and where the figure is said (summary, report, Slack)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamwatch.alerting.message import Message
+from streamwatch.alerting.notify.slack import check_block_kit, slack_payload
+from streamwatch.config import Config, EngineConfig
+from streamwatch.events import Event, Source
+from streamwatch.incidents import Incident, Status
+from streamwatch.monitor import Monitor
+from streamwatch.replay import format_summary, replay_files
+from streamwatch.snapshot import dump_run, load_run
+
+REAL = Path(__file__).parent / "data" / "real" / "verl-grpo-q3b_fsdp_base.jsonl"
+NAN_STEP = 60
+
+
+def _rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in REAL.read_text().splitlines()]
+
+
+@pytest.fixture
+def broken_run(tmp_path: Path) -> Path:
+    """The real verl run (healthy, one node of 8 GPUs) with its KL made NaN at step 60: a
+    critical incident at a known step of a run whose every step time is logged."""
+    out = tmp_path / "q3b-nan.jsonl"
+    with out.open("w") as f:
+        for row in _rows():
+            if row["step"] == NAN_STEP:
+                row["metrics"]["actor/kl_loss"] = math.nan
+            f.write(json.dumps(row) + "\n")
+    return out
+
+
+def test_the_cost_of_an_incident_on_a_real_verl_run_checked_by_hand(broken_run: Path) -> None:
+    result = replay_files([broken_run])
+    fired, resolved = result.incidents
+    assert (fired.kind, fired.severity.value, fired.step) == ("nonfinite_metric", "critical", 60)
+    assert resolved.status is Status.RESOLVED and resolved.step == 80  # resolve_after: 20
+
+    # By hand, from the file itself. verl logs perf/throughput = tokens / (step time x GPUs):
+    m = next(r["metrics"] for r in _rows() if r["step"] == 1)
+    gpus = m["perf/total_num_tokens"] / (m["perf/throughput"] * m["perf/time_per_step"])
+    assert round(gpus) == 8 and abs(gpus - 8) < 1e-6  # the README of the data: 8 GPUs
+    times = {r["step"]: r["metrics"]["timing_s/step"] for r in _rows() if r["step"] >= 1}
+    # the step time at step 80: the mean of the 32 newest timing_s/step, steps 49-80
+    step_seconds = sum(times[s] for s in range(49, 81)) / 32  # 598.03 s
+    # 20 steps (60 -> 80) x 598.03 s x 8 GPUs = 95,684 GPU-seconds = 26.58 GPU-hours
+    by_hand = (80 - 60) * step_seconds * 8 / 3600
+    assert round(step_seconds, 2) == 598.03 and round(by_hand, 2) == 26.58
+
+    cost = resolved.cost
+    assert cost is not None
+    assert cost["since_step"] == 60 and cost["steps"] == 20
+    assert cost["gpus"] == 8 and cost["gpus_from"] == "verl perf/throughput"
+    assert cost["step_time_from"] == "timing_s/step"
+    assert cost["step_seconds"] == pytest.approx(step_seconds, rel=1e-3)
+    assert cost["gpu_hours"] == pytest.approx(by_hand, rel=1e-3)
+    # raised at its onset: nothing spent yet, the rate said instead
+    assert fired.cost is not None and fired.cost["steps"] == 0
+
+    # the run's compute after its first critical incident: steps 60 -> 105, the mean of the
+    # 32 newest step times (74-105: 599.62 s), 8 GPUs: 45 x 599.62 x 8 / 3600 = 59.96
+    last = max(times)
+    after = (last - 60) * sum(times[s] for s in range(last - 31, last + 1)) / 32 * 8 / 3600
+    assert last == 105 and round(after, 2) == 59.96
+    spent = result.spent[fired.run_id]
+    assert spent["gpu_hours"] == pytest.approx(after, rel=1e-3)
+    summary = format_summary(result)
+    assert "~60 GPU-hours spent after its first critical incident (step 60)" in summary
+    assert "burning ~1.3 GPU-hours a step since metrics went non-finite at step 60" in summary
+
+
+def test_healthy_real_runs_carry_no_cost_and_no_spend() -> None:
+    result = replay_files(sorted(REAL.parent.glob("*.jsonl")))
+    assert result.incidents == [] and result.spent == {}
+
+
+def _event(step: int, **kw: Any) -> Event:
+    metrics = kw.pop("metrics", {"actor/kl_loss": math.nan if step == 5 else 0.01})
+    return Event(run_id="r", step=step, ts=1000.0 + 30.0 * step, metrics=metrics, **kw)
+
+
+def _first_cost(events: list[Event], config: Config | None = None) -> dict[str, Any]:
+    monitor = Monitor(config)
+    out: list[Incident] = []
+    for e in events:
+        out += monitor.process(e)
+    out += monitor.flush()
+    costs = [i.cost for i in out if i.cost is not None and i.status is Status.RESOLVED]
+    assert costs, out
+    return costs[0]
+
+
+def test_step_time_from_timestamps_and_gpus_unknown_from_one_process() -> None:
+    cost = _first_cost([_event(s) for s in range(1, 40)])
+    # 30 s between events, no step-time metric; one process says nothing of its GPUs
+    assert cost["step_time_from"] == "event timestamps" and cost["step_seconds"] == 30.0
+    assert cost["gpus"] is None and cost["gpu_hours"] is None
+    assert cost["hours"] == pytest.approx(20 * 30 / 3600, rel=1e-3)
+
+
+def test_gpus_from_a_tag_then_the_config_then_the_processes_seen() -> None:
+    tagged = [_event(s, tags={"gpus": "64"}) for s in range(1, 40)]
+    assert _first_cost(tagged)["gpus"] == 64
+    configured = Config(engine=EngineConfig.model_validate({"cost": {"gpus": 16}}))
+    assert _first_cost([_event(s) for s in range(1, 40)], configured)["gpus"] == 16
+    assert _first_cost(tagged, configured)["gpus_from"] == "tag gpus"  # the run's own word
+    ranks = []
+    for step in range(1, 40):
+        for rank in range(4):  # each rank logs its step time; rank 0 the rest too
+            metrics = {"timing_s/step": 12.0}
+            if rank == 0:
+                metrics["actor/kl_loss"] = math.nan if step == 5 else 0.01
+            ranks.append(_event(step, source=Source(host="n0", rank=rank), metrics=metrics))
+    cost = _first_cost(ranks)
+    assert (cost["gpus"], cost["gpus_from"]) == (4, "processes seen")
+    assert (cost["step_seconds"], cost["step_time_from"]) == (12.0, "timing_s/step")
+
+
+def test_the_meter_survives_a_snapshot() -> None:
+    monitor = Monitor()
+    for s in range(1, 30):
+        monitor.process(_event(s, tags={"gpus": "8"}))
+    run = monitor.runs["r"]
+    before = run.price("nonfinite_metric", 5, 29)
+    restored = load_run(dump_run(run))
+    assert restored.price("nonfinite_metric", 5, 29) == before
+    assert before is not None and before["gpus"] == 8
+
+
+def test_slack_says_what_the_incident_cost(broken_run: Path) -> None:
+    resolved = replay_files([broken_run]).incidents[1]
+    msg = Message.build("slack", "g", {"run_id": resolved.run_id}, (resolved,))
+    payload = slack_payload(msg)
+    assert check_block_kit(payload) == []
+    text = json.dumps(payload)
+    assert "~27 GPU-hours since metrics went non-finite at step 60" in text
+    assert "20 steps x 598 s x 8 GPUs" in text

@@ -1,0 +1,73 @@
+"""Where a failure that builds is heading: projections on simulated gradual failures judged
+against what the runs then did, the fit's refusals, and the level being the check's own."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from streamwatch.config import Config
+from streamwatch.incidents import Severity, Status
+from streamwatch.notes import describe_projection
+from streamwatch.projection import project, target
+from streamwatch.scoring import replay_spec
+from streamwatch.scoring_projection import score_projection
+from streamwatch.simulate import random_fault_spec
+
+SEEDS = range(5)
+
+
+@pytest.mark.parametrize("kind", ["entropy_collapse", "length_explosion", "truncation_saturation"])
+def test_projected_crossings_are_within_20_percent_of_the_actual_step(kind: str) -> None:
+    score = score_projection(kind, SEEDS)
+    assert score.raised == len(SEEDS)
+    assert score.judged, f"{kind}: no projection shown on seeds {list(SEEDS)}"
+    assert score.share("step") >= 0.8, [(j.seed, j.step, j.actual) for j in score.judged]
+
+
+def test_a_projection_is_said_plainly_and_resolved_updates_carry_none() -> None:
+    incidents = replay_spec(random_fault_spec("truncation_saturation", 0, gradual=True))
+    ours = [i for i in incidents if i.kind == "truncation_saturation"]
+    shown = [i for i in ours if i.projection]
+    assert shown and all(i.status is Status.FIRING for i in shown)
+    p = shown[0].projection
+    assert p is not None and p["low"] <= p["step"] <= p["high"] and p["made_at"] == shown[0].step
+    text = describe_projection(shown[0].indicator, p)
+    assert text == (
+        f"truncation ratio projected to reach 0.7 near step {p['step']:,}, between "
+        f"{p['low']:,} and {p['high']:,}"
+    )
+    assert all(i.projection is None for i in ours if i.status is Status.RESOLVED)
+
+
+def test_the_level_is_where_the_check_calls_it_critical() -> None:
+    cfg = Config().engine
+    for kind in ("entropy_collapse", "truncation_saturation"):
+        for seed in SEEDS:
+            incidents = replay_spec(random_fault_spec(kind, seed, gradual=True))
+            ours = [i for i in incidents if i.kind == kind and i.status is Status.FIRING]
+            warning = next(i for i in ours if i.severity is Severity.WARNING)
+            critical = next(i for i in ours if i.severity is Severity.CRITICAL)
+            goal = target(kind, warning.indicator, warning.evidence, cfg)
+            assert goal is not None
+            before, after = warning.evidence["smoothed"], critical.evidence["smoothed"]
+            if goal.rising:
+                assert before < goal.level <= after, (kind, seed)
+            else:
+                assert before > goal.level >= after, (kind, seed)
+
+
+def test_no_projection_when_the_fit_is_not_good() -> None:
+    steps = list(range(100, 140))
+    flat = [0.30 + 0.01 * math.sin(i) for i in range(40)]
+    assert project(steps, flat, 0.05, rising=False, scales=("level", "log"), now=139) is None
+    there = [0.30 - 0.008 * i for i in range(40)]  # already below 0.05
+    assert project(steps, there, 0.05, rising=False, scales=("level",), now=139) is None
+    away = [0.30 + 0.002 * i for i in range(40)]  # heading the other way
+    assert project(steps, away, 0.05, rising=False, scales=("level",), now=139) is None
+    # a fall that levels off (as healthy entropy does) is not heading to the floor
+    settling = [0.05 + 0.25 * math.exp(-i / 6) for i in range(40)]
+    assert project(steps, settling, 0.01, rising=False, scales=("level",), now=139) is None
+    few = project(steps[:5], flat[:5], 0.05, rising=False, scales=("level",), now=104)
+    assert few is None
