@@ -36,6 +36,7 @@ demo: setup
 # every benchmark; service.py (and publish_cost.py's broker-up half) need `make kafka-up`
 bench: setup
 	$(PY) benchmarks/detection.py
+	$(PY) benchmarks/false_alarms.py
 	$(PY) benchmarks/throughput.py
 	$(PY) benchmarks/alerting.py
 	$(PY) benchmarks/report.py
