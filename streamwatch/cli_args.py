@@ -11,6 +11,7 @@ import argparse
 import os
 
 from streamwatch import __version__
+from streamwatch.actions.args import add_action_args
 from streamwatch.alerting.cli import (
     add_alert_args,
     add_silence_commands,
@@ -116,6 +117,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     w.add_argument("--quiet", action="store_true", help="no live incident lines")
     _add_min_severity(w)
     add_alert_args(w)
+    add_action_args(w, local=True)
 
     d = sub.add_parser(
         "demo",

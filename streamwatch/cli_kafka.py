@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from streamwatch.actions.args import add_action_args
 from streamwatch.alerting.cli import add_alert_args
 from streamwatch.config import EnvOption
 from streamwatch.interrupt import stop_on_signals
@@ -100,6 +101,7 @@ def add_commands(subparsers: Any) -> None:
     )
     _connection_options(r)
     add_alert_args(r)
+    add_action_args(r, local=False)
     _opt(r, "--topic", "metrics topic", "streamwatch.metrics", metavar="TOPIC")
     _opt(r, "--group", "consumer group", "streamwatch", metavar="GROUP")
     _opt(
@@ -296,6 +298,7 @@ def _connection(args: argparse.Namespace) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from streamwatch.actions.cli import build_actor
     from streamwatch.alerting.cli import build_dispatcher
     from streamwatch.config import load_config
     from streamwatch.live import Service, ServiceSettings
@@ -322,8 +325,9 @@ def _run(args: argparse.Namespace) -> int:
         console=not args.quiet,
     )
     config = load_config(args.config)
+    actor = build_actor(args, config, stop=True)
     alerts = build_dispatcher(args, config.alerting)
-    service = Service(settings, config, sinks=[alerts] if alerts is not None else [])
+    service = Service(settings, config, sinks=[alerts] if alerts is not None else [], actor=actor)
     try:
         with stop_on_signals() as stop:
             counts = service.run(stop, max_idle=args.max_idle)

@@ -26,6 +26,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from streamwatch.actions.config import ActionRule
 from streamwatch.alerting.config import AlertingConfig
 from streamwatch.incidents import KINDS, Severity
 from streamwatch.indicators import PRESETS
@@ -427,10 +428,17 @@ class Config(_Section):
     engine: EngineConfig = EngineConfig()
     indicators: IndicatorSettings = IndicatorSettings()
     alerting: AlertingConfig = AlertingConfig()
+    actions: tuple[ActionRule, ...] = Field((), description="[[actions]]: what to do, when")
+
+    def model_post_init(self, __context: Any) -> None:
+        names = [r.name for r in self.actions]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"actions: duplicate name(s) {dupes}; give each rule its own name")
 
 
 #: The tables of a config file.
-SECTIONS = ("engine", "indicators", "alerting")
+SECTIONS = ("engine", "indicators", "alerting", "actions")
 
 
 class ConfigError(ValueError):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
     "KINDS",
@@ -103,10 +103,20 @@ class Incident(BaseModel):
     cost: dict[str, Any] | None = None
     #: where a failure that builds is heading (:mod:`streamwatch.projection`)
     projection: dict[str, Any] | None = None
+    #: what was done about it (``[[actions]]``): ``{"rule", "do", "status", "step", "detail"}``
+    #: items, on the update that reports them; absent from the JSON while empty
+    actions: list[dict[str, Any]] = Field(default_factory=list)
 
     def to_json(self) -> str:
         """One line of JSON with sorted keys: byte-identical for identical incidents."""
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    @model_serializer(mode="wrap")
+    def _without_empty_actions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.actions:
+            data.pop("actions", None)
+        return data
 
 
 @dataclass(slots=True)

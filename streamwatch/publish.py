@@ -52,7 +52,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from streamwatch.control import DEFAULT_CONTROL_TOPIC
 from streamwatch.markers import FINISHED_METRIC, FINISHED_TAG, FINISHED_VALUE
+from streamwatch.publish_control import StopListener
 
 __all__ = [
     "DEFAULT_TOPIC",
@@ -129,7 +131,9 @@ class Publisher:
     ``acks``, compression, ...). ``clock`` gives each event's ``ts`` in unix seconds.
     ``reconnect_backoff`` is the first and the longest wait between attempts to reach the
     broker (doubling, with jitter); ``log_interval`` the least time between two warnings
-    (drops are logged on their own, with their counts by reason).
+    (drops are logged on their own, with their counts by reason). With ``stop_requests``, a
+    second thread reads ``control_topic`` for stop requests the service sends this run
+    (:attr:`stop_requested`, :attr:`stop_reason`; see :mod:`streamwatch.publish_control`).
     """
 
     def __init__(
@@ -146,6 +150,8 @@ class Publisher:
         clock: Callable[[], float] = time.time,
         reconnect_backoff: tuple[float, float] = (_BACKOFF_FIRST_S, _BACKOFF_MAX_S),
         log_interval: float = _LOG_EVERY_S,
+        stop_requests: bool = False,
+        control_topic: str = DEFAULT_CONTROL_TOPIC,
     ) -> None:
         if not isinstance(run_id, str) or not run_id:
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
@@ -205,9 +211,36 @@ class Publisher:
         self._next_warning = 0.0
         self._suppressed = 0
 
+        self._control: StopListener | None = None
         self._thread = threading.Thread(target=self._run, name="streamwatch-publisher", daemon=True)
         self._thread.start()
         atexit.register(self._close_at_exit)
+        if stop_requests:
+            self._control = StopListener(
+                self._servers,
+                run_id,
+                topic=control_topic,
+                consumer_config=_consumer_config(self._producer_config),
+                clock=clock,
+            )
+
+    # ------------------------------------------------------------------ stop requests
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once the service asked this run to stop (``stop_requests=True``): save a
+        checkpoint and stop. Reading it costs an attribute look-up; it never blocks."""
+        return self._control is not None and self._control.stop_requested
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the stop was requested (the incident), once it was."""
+        return None if self._control is None else self._control.reason
+
+    @property
+    def stop_request(self) -> dict[str, Any] | None:
+        """The whole stop request (``reason``, ``step``, ``incident``, ``record``)."""
+        return None if self._control is None else self._control.request
 
     # ------------------------------------------------------------------ caller's side
 
@@ -351,6 +384,7 @@ class Publisher:
             self._thread.join(max(self._deadline - time.monotonic(), 0.0))
             if self._thread.is_alive():  # stuck in the Kafka client: stop waiting for it
                 self._give_up()
+            self._close_control()
         except Exception as exc:
             self._error("close() failed: %s: %s", type(exc).__name__, exc)
 
@@ -360,6 +394,12 @@ class Publisher:
         metrics = _encode({FINISHED_METRIC: 1.0})
         payload = f'{self._head}{step},"ts":{ts},"metrics":{metrics}{self._finished_tail}'
         self._enqueue(payload.encode(), force=True)
+
+    def _close_control(self) -> None:
+        control = self._control
+        if control is not None:
+            with contextlib.suppress(Exception):
+                control.close(timeout=0.5)
 
     def _close_at_exit(self) -> None:
         self.close(timeout=_ATEXIT_TIMEOUT_S, finished=False)
@@ -646,6 +686,14 @@ def _close_producer(producer: Any, deadline: float, *, abandon: bool) -> None:
 def _close_quietly(client: Any) -> None:
     with contextlib.suppress(Exception):
         client.close()
+
+
+#: producer settings a consumer of the same cluster needs too (security, addresses)
+_SHARED_SETTINGS = ("security_protocol", "ssl_", "sasl_", "client_id", "api_version")
+
+
+def _consumer_config(producer_config: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in producer_config.items() if k.startswith(_SHARED_SETTINGS)}
 
 
 def _tail(source: dict[str, Any], tags: dict[str, str]) -> str:

@@ -8,6 +8,9 @@ own (verl's file logger, trainer_state.json) are stamped with the time they were
 the watcher has caught up with what the files held when it started, so that a run's cadence
 is learnt from its live steps.
 
+With an :class:`~streamwatch.actions.actor.Actor` (``[[actions]]``, ``watch --stop-pid``)
+it acts on confirmed incidents: signals the trainer, runs a command, writes a stop file.
+
 Time comes from the clock passed in (:mod:`streamwatch.clock`); tests pass a manual one.
 """
 
@@ -17,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streamwatch.actions.actor import Actor
 from streamwatch.clock import Clock
 from streamwatch.config import Config
 from streamwatch.events import Event, Problem
@@ -74,8 +78,10 @@ class Watcher:
         format: str | None = None,
         run_id: str | None = None,
         on_note: Callable[[str], None] | None = None,
+        actor: Actor | None = None,
     ) -> None:
         self.clock = clock
+        self.actor = actor
         self.monitor = Monitor(config)
         self.sinks = list(sinks)
         self.stats = WatchStats()
@@ -167,7 +173,11 @@ class Watcher:
             for event in events:
                 out.extend(self._process(event, now))
         self._announce_waiting_directories()
-        out.extend(self.monitor.tick(now, self.heard))
+        ticked = self.monitor.tick(now, self.heard)
+        out.extend(ticked)
+        if self.actor is not None:
+            self.actor.track(ticked)
+            out.extend(self.actor.poll())
         self._caught_up = True
         self.stats.polls += 1
         self._emit(out)
@@ -183,6 +193,8 @@ class Watcher:
         updates = self.monitor.process(event, "watch")
         for problem in self.monitor.drain_problems():
             self._problem(problem)
+        if self.actor is not None:
+            updates.extend(self.actor.see(event.run_id, event.step, event.tags, updates))
         return updates
 
     def _emit(self, updates: list[Incident]) -> None:
@@ -207,6 +219,10 @@ class Watcher:
         for follower in self.followers:
             for event in follower.close():
                 out.extend(self._process(event, now))
-        out.extend(self.monitor.flush())
+        flushed = self.monitor.flush()
+        out.extend(flushed)
+        if self.actor is not None:
+            self.actor.track(flushed)
+            out.extend(self.actor.close())
         self._emit(out)
         return out

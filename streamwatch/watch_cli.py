@@ -7,6 +7,8 @@ import argparse
 import sys
 import threading
 
+from streamwatch.actions.cli import build_actor
+from streamwatch.actions.record import describe
 from streamwatch.cli_sinks import incident_sinks
 from streamwatch.clock import SystemClock
 from streamwatch.config import load_config
@@ -49,6 +51,7 @@ def run_watch(args: argparse.Namespace) -> int:
         raise ValueError(f"--poll must be > 0 seconds, got {args.poll}")
     config = load_config(args.config)
     clock = SystemClock()
+    actor = build_actor(args, config, stop=False)
     with stop_on_signals() as stop, incident_sinks(args, config, append=True) as sinks:
         watcher = Watcher(
             args.paths,
@@ -58,6 +61,7 @@ def run_watch(args: argparse.Namespace) -> int:
             format=args.format,
             run_id=args.run_id,
             on_note=_note,
+            actor=actor,
         )
         _note(f"watching {len(args.paths)} path(s), reading every {args.poll:g} s")
         try:
@@ -68,6 +72,8 @@ def run_watch(args: argparse.Namespace) -> int:
     print(f"watched {len(watcher.followers)} path(s): {s.events:,} events in {s.polls} polls")
     shown = format_runs(watcher.tally, Severity(args.min_severity))
     print("\n".join(shown) or "no incidents")
+    for record in actor.records if actor is not None else ():
+        print(f"action {record.rule} on run {record.run_id}: {describe(record.entry())}")
     for why in watcher.not_followed.values():
         print(f"not followed: {why}")
     if s.problems:

@@ -36,6 +36,7 @@ class Reason(StrEnum):
     SEVERITY_CHANGED = "severity_changed"
     RESOLVED = "resolved"  # after a firing notice
     REMINDER = "reminder"
+    ACTION_TAKEN = "action_taken"  # a firing update that reports an action
     ROUTE_MATCHED = "route_matched"
     SILENCED = "silenced"
     INHIBITED = "inhibited"
@@ -83,6 +84,8 @@ def decide_update(
         hit = inhibited_by(inc, run_firing, inhibit)
         if hit is not None:
             return Decision(False, Reason.INHIBITED, hit)
+        if inc.actions:
+            return Decision(True, Reason.ACTION_TAKEN, "firing: an action was taken")
         if firing_notified:
             return Decision(True, Reason.SEVERITY_CHANGED, "firing: severity changed")
         return Decision(True, Reason.FIRING_NEW, "firing: new")

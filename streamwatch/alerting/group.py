@@ -86,6 +86,13 @@ class GroupBook:
         if group is None:
             group = _Group(Batch(receiver, key, labels, []), now + self.group_wait)
             self._groups[(receiver, key)] = group
+        if inc.actions:  # the same update, now saying what was done about it: it replaces
+            for i, queued in enumerate(group.batch.updates):
+                if queued.id == inc.id and queued.status is inc.status:
+                    group.batch.updates[i] = inc
+                    return
+            group.batch.updates.append(inc)
+            return
         ident = (inc.id, inc.status.value, inc.severity.value, inc.step)
         if ident not in group.seen:  # the same update twice is one update
             group.seen.add(ident)

@@ -20,6 +20,8 @@ def message_id(receiver: str, group_key: str, incidents: tuple[Incident, ...], r
     h = hashlib.sha256(f"{receiver}\x1f{group_key}\x1f{repeat}".encode())
     for inc in incidents:
         h.update(f"\x1e{inc.id}:{inc.status.value}:{inc.severity.value}:{inc.step}".encode())
+        for entry in inc.actions:  # an update that reports an action is another message
+            h.update(f"\x1d{entry.get('rule')}:{entry.get('status')}".encode())
     return h.hexdigest()[:24]
 
 

@@ -11,6 +11,13 @@ trainer's logs are already averaged over processes); ``every_process=True`` publ
 each, with its rank. ``on_train_end`` closes the publisher, which sends the end-of-run
 marker. The callback subclasses ``transformers.TrainerCallback`` when transformers is
 installed, and is otherwise a plain object with the same hooks.
+
+Stop requests: the callback also listens on the control topic (``stop_requests=False``
+turns that off). When the service's ``[[actions]]`` ask this run to stop, the next
+``on_step_end`` sets ``control.should_save = True`` and ``control.should_training_stop =
+True``: the Trainer saves a checkpoint at that step, then ends training as if it had reached
+its last step (``on_train_end`` follows, which sends the end-of-run marker). The flag is
+read from memory at every step, so training never waits for the broker.
 """
 
 from __future__ import annotations
@@ -47,13 +54,31 @@ class StreamwatchCallback(_Base):  # type: ignore[misc]
         run_id: str,
         *,
         every_process: bool = False,
+        stop_requests: bool = True,
         **publisher_options: Any,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.run_id = run_id
         self.every_process = every_process
+        self.stop_requests = stop_requests
         self.publisher_options = publisher_options
         self.publisher: Publisher | None = None
+        #: the step at which a stop request was turned into save-then-stop (None: not yet)
+        self.stopped_at: int | None = None
+
+    def _publisher(self) -> Publisher:
+        if self.publisher is None:
+            self.publisher = Publisher(
+                self.bootstrap_servers,
+                self.run_id,
+                stop_requests=self.stop_requests,
+                **self.publisher_options,
+            )
+        return self.publisher
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        if self.stop_requests and self._publishes(state):
+            self._publisher()  # listen for stop requests from the first step on
 
     def _publishes(self, state: Any) -> bool:
         return self.every_process or bool(getattr(state, "is_world_process_zero", True))
@@ -66,11 +91,17 @@ class StreamwatchCallback(_Base):  # type: ignore[misc]
         metrics = trainer_metrics(logs)
         if not metrics:
             return
-        if self.publisher is None:
-            self.publisher = Publisher(
-                self.bootstrap_servers, self.run_id, **self.publisher_options
-            )
-        self.publisher.log(metrics, step=int(state.global_step))
+        self._publisher().log(metrics, step=int(state.global_step))
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        """A stop request came: checkpoint at this step, then stop."""
+        pub = self.publisher
+        if pub is None or not pub.stop_requested:
+            return
+        control.should_save = True
+        control.should_training_stop = True
+        if self.stopped_at is None:
+            self.stopped_at = int(state.global_step)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
         if self.publisher is not None:

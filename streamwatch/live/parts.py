@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from streamwatch.clock import Clock
 from streamwatch.live.checkpoints import Checkpoints
@@ -36,6 +36,7 @@ class Parts:
     emitter: Emitter
     committer: Committer
     checkpoints: Checkpoints | None
+    partitions: dict[str, int] = field(default_factory=dict)  # of the topics it uses
 
     def close(self) -> None:
         try:
@@ -151,4 +152,4 @@ def _assemble(
         flush_file=emitter.flush_file,
     )
     consumer.subscribe(s.topic, Listener(own, committer.flush_on_revoke))
-    return Parts(consumer, outbox, own, emitter, committer, checkpoints)
+    return Parts(consumer, outbox, own, emitter, committer, checkpoints, partitions)

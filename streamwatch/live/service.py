@@ -47,6 +47,9 @@ from streamwatch.sinks import ConsoleSink, Sink
 from streamwatch.sources.kafka import decode_message
 
 if TYPE_CHECKING:
+    from streamwatch.actions.actor import Actor
+    from streamwatch.actions.record import ActionRecord
+    from streamwatch.live.control import ControlChannel
     from streamwatch.live.metrics import MetricsServer
 
 __all__ = ["ENGINE_ERROR", "Service"]
@@ -64,7 +67,10 @@ class Service:
     """Consume, detect, publish. ``run`` blocks until ``stop`` is set or the input is idle.
 
     ``broker`` gives the Kafka clients (by default kafka-python's, from the settings'
-    connection; :class:`streamwatch.live.testing.FakeBroker` in tests).
+    connection; :class:`streamwatch.live.testing.FakeBroker` in tests). ``actor`` carries out
+    the ``[[actions]]`` (:mod:`streamwatch.actions`): it sees every event's step and the
+    incident updates, sends stop requests on the control topic and learns, when it takes a
+    partition, what earlier owners did.
     """
 
     def __init__(
@@ -76,7 +82,14 @@ class Service:
         sinks: Sequence[Sink] = (),
         console: TextIO | None = None,
         broker: Broker | None = None,
+        actor: Actor | None = None,
     ) -> None:
+        if actor is None or not actor.rules:
+            actor = None
+            settings = settings.model_copy(update={"control_topic": ""})
+        self.actor = actor
+        self._control: ControlChannel | None = None
+        self._adopted: set[int] = set()
         self.settings = settings
         self.config = config or Config()
         self.clock: Clock = clock or SystemClock()
@@ -162,13 +175,44 @@ class Service:
             live=self._live,
             stop=lambda: self._stop,
         )
+        if self.actor is not None:
+            self._open_control(self._running)
         log.info("consuming %s as group %s", s.topic, s.group)
+
+    def _open_control(self, running: Parts) -> None:
+        from streamwatch.live.control import ControlChannel
+
+        s = self.settings
+        own = running.ownership
+        self._control = ControlChannel(
+            s.control_topic,
+            running.partitions.get(s.control_topic, 1),
+            outbox=running.outbox,
+            reader=self._kafka().reader(),
+            partition_of=lambda run_id: own.run_partition.get(run_id, 0),
+        )
+        assert self.actor is not None
+        self.actor.on_record = self._action_record
+
+    def _action_record(self, record: ActionRecord, inc: Incident) -> None:
+        assert self._control is not None and self.actor is not None
+        self._control.send(record, inc, self.actor.done(record.run_id))
+        self._now_running().ownership.changed(record.run_id)
 
     def _close(self) -> None:
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
         running, self._running = self._running, None
+        if self.actor is not None:
+            try:
+                updates = self.actor.close()
+                if running is not None and updates:
+                    running.emitter.incidents(updates)
+            except Exception as exc:
+                log.error("closing the actions: %s: %s", type(exc).__name__, exc)
+        if self._control is not None:
+            self._control.reader.close()
         if running is not None:
             running.close()
 
@@ -208,6 +252,9 @@ class Service:
             own.apply()
             self.counts.restored_runs = own.restored
             self.counts.fresh_runs = own.fresh
+            if self.actor is not None:
+                self._adopt()
+                self._emit(self.actor.poll())
             if batch:
                 self._process(batch)
                 last_message = self.clock.monotonic()
@@ -269,7 +316,10 @@ class Service:
             self._heard = heard = {r: t for r, t in heard.items() if r in runs}
         for run_id in runs:
             heard.setdefault(run_id, now)  # restored from a checkpoint: silent from now on
-        self._emit(self.monitor.tick(now, heard))
+        updates = self.monitor.tick(now, heard)
+        if self.actor is not None:
+            self.actor.track(updates)
+        self._emit(updates)
         self._measure()
 
     def _measure(self) -> None:
@@ -291,7 +341,10 @@ class Service:
     def _end_of_input(self) -> None:
         """The input is over: judge pending steps, end every run (no stall checks after)."""
         own = self._now_running().ownership
-        self._emit(self.monitor.flush())
+        updates = self.monitor.flush()
+        if self.actor is not None:
+            self.actor.track(updates)
+        self._emit(updates)
         for run_id in list(self.monitor.runs):
             self.monitor.end_run(run_id)
             own.changed(run_id)
@@ -304,6 +357,8 @@ class Service:
             p = tp.partition
             if p not in own.owned:
                 own.take({p})
+                if self.actor is not None:
+                    self._adopt()
             position = own.position.get(p)
             if position is not None and records[0].offset < position:
                 # Fetched from the committed offset before a kept partition was repositioned.
@@ -352,9 +407,45 @@ class Service:
         self.counts.values += len(event.metrics)
         if self._live is not None:
             self._live.observe(event)
+        if self.actor is not None:
+            updates = [*updates, *self.actor.see(run_id, event.step, event.tags, updates)]
         self._emit(updates)
         if event.tags and is_finished(event):
             emitter.run_ended(run_id)
+            if self.actor is not None:
+                self.actor.end_run(run_id)
+
+    def _adopt(self) -> None:
+        """Partitions taken since the last look: the actor learns the action records of
+        their runs (from the control topic) and follows the incidents restored as firing."""
+        own = self._now_running().ownership
+        actor, control = self.actor, self._control
+        assert actor is not None
+        if self._adopted - own.owned:  # partitions handed to another process
+            for run_id in [r for r in actor.runs if r not in own.run_partition]:
+                actor.forget(run_id)
+        new = own.owned - self._adopted
+        self._adopted = set(own.owned)
+        if not new:
+            return
+        learnt = 0
+        for p in sorted(new):
+            if control is not None:
+                learnt += actor.learn(control.load(p))
+        by_run: dict[str, list[Incident]] = {}
+        for inc in self.monitor.firing():
+            if own.run_partition.get(inc.run_id) in new:
+                by_run.setdefault(inc.run_id, []).append(inc)
+        for run_id, firing in by_run.items():
+            actor.adopt(run_id, firing)
+        if learnt or by_run:
+            log.info(
+                "actions: partitions %s: %d action record(s) learnt, %d run(s) with firing "
+                "incidents followed",
+                sorted(new),
+                learnt,
+                len(by_run),
+            )
 
     def _engine_error(self, record: Record, event: Event, exc: Exception) -> None:
         """The engine raised on this record: it goes to the dead letters, the service goes on."""

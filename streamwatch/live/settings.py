@@ -24,6 +24,9 @@ class ServiceSettings(BaseModel):
     incidents_topic: str = Field("streamwatch.incidents", description="'' for none")
     dead_letter_topic: str = Field("streamwatch.deadletter", description="'' for none")
     state_topic: str = Field("streamwatch.state", description="'' turns checkpoints off")
+    control_topic: str = Field(
+        "streamwatch.control", description="stop requests and action records ('' for none)"
+    )
     partitions: int = Field(4, ge=1, description="for topics the service creates")
     replication_factor: int = Field(-1, description="for topics it creates; -1: broker default")
     incidents_out: Path | None = None
@@ -52,4 +55,6 @@ class ServiceSettings(BaseModel):
                 specs[extra] = TopicSpec(self.partitions, self.replication_factor)
         if self.state_topic:
             specs[self.state_topic] = TopicSpec.state(self.partitions, self.replication_factor)
+        if self.control_topic:  # compacted: a run's last message holds all its records
+            specs[self.control_topic] = TopicSpec.state(self.partitions, self.replication_factor)
         return specs

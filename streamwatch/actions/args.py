@@ -1,0 +1,31 @@
+"""The actions' command-line flags (cheap to import: building the parser needs them)."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["CONFIRM_STEPS", "add_action_args"]
+
+#: Steps an incident must stay firing at the rule's severity before a rule acts: ten more
+#: steps of training that did not resolve it (a transient resolves or falls back meanwhile).
+CONFIRM_STEPS = 10
+
+
+def add_action_args(parser: argparse.ArgumentParser, *, local: bool) -> None:
+    g = parser.add_argument_group("actions ([[actions]] in the config)")
+    g.add_argument("--dry-run", action="store_true", help="actions only log what they would do")
+    g.add_argument("--action-log", metavar="FILE", help="default: <alert state dir>/actions.jsonl")
+    if not local:
+        return
+    g.add_argument(
+        "--stop-pid", type=int, metavar="PID", help="signal this process on a confirmed critical"
+    )
+    g.add_argument("--stop-signal", default="SIGTERM", metavar="NAME", help="default SIGTERM")
+    g.add_argument("--stop-group", action="store_true", help="signal the pid's process group")
+    g.add_argument(
+        "--stop-confirm-steps",
+        type=int,
+        default=CONFIRM_STEPS,
+        metavar="N",
+        help="steps the incident must stay firing first (default %(default)s)",
+    )

@@ -1,0 +1,209 @@
+"""Carrying actions out: a signal, a shell command, a stop file; on a worker thread.
+
+Each ``run_*`` function does one attempt and returns what it did, or raises
+:class:`ActionFailed` saying why. :class:`Executor` runs attempts on one daemon thread (a
+command may take its whole timeout; the caller's loop must not wait for it) and hands the
+outcomes back when asked: an action never raises into, or stops, the process that acts.
+
+>>> import os, signal, tempfile
+>>> from streamwatch.actions.config import ActionRule
+>>> from streamwatch.incidents import Incident
+>>> inc = Incident(id="a1", run_id="grpo-7", kind="entropy_collapse", severity="critical",
+...     status="firing", indicator="entropy", metric="actor/entropy", step=800, message="m")
+>>> d = tempfile.mkdtemp()
+>>> rule = ActionRule(do="stop_file", path=d + "/{run_id}.stop")
+>>> run_stop_file(rule, inc, 812).startswith("wrote ")
+True
+>>> run_command(ActionRule(do="command", command="exit 3"), inc, 812)
+Traceback (most recent call last):
+...
+streamwatch.actions.execute.ActionFailed: exit status 3
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from streamwatch.actions.config import ActionRule
+from streamwatch.incidents import Incident
+
+__all__ = [
+    "ActionFailed",
+    "Executor",
+    "Outcome",
+    "incident_env",
+    "run_command",
+    "run_signal",
+    "run_stop_file",
+]
+
+log = logging.getLogger(__name__)
+_OUTPUT_CHARS = 2000  # of a command's output, logged
+_KEEP_OUTCOMES = 10_000
+
+
+class ActionFailed(Exception):
+    """One attempt failed; the message says why (no traceback needed)."""
+
+
+def run_signal(rule: ActionRule, pid: int | None) -> str:
+    if pid is None:
+        raise ActionFailed("no pid to signal (give pid in the rule, or --stop-pid)")
+    try:
+        if rule.process_group:
+            group = os.getpgid(pid)
+            os.killpg(group, rule.signum)
+            return f"{rule.signal} sent to process group {group} (of pid {pid})"
+        os.kill(pid, rule.signum)
+    except ProcessLookupError:
+        raise ActionFailed(f"no process {pid}") from None
+    except PermissionError:
+        raise ActionFailed(f"not allowed to signal process {pid}") from None
+    return f"{rule.signal} sent to pid {pid}"
+
+
+def incident_env(inc: Incident, step: int) -> dict[str, str]:
+    """The incident's main fields as environment variables for a command."""
+    return {
+        "STREAMWATCH_RUN_ID": inc.run_id,
+        "STREAMWATCH_INCIDENT_ID": inc.id,
+        "STREAMWATCH_KIND": inc.kind,
+        "STREAMWATCH_SEVERITY": inc.severity.value,
+        "STREAMWATCH_INDICATOR": inc.indicator,
+        "STREAMWATCH_METRIC": inc.metric,
+        "STREAMWATCH_INCIDENT_STEP": str(inc.step),
+        "STREAMWATCH_STEP": str(step),
+        "STREAMWATCH_MESSAGE": inc.message,
+    }
+
+
+def run_command(rule: ActionRule, inc: Incident, step: int) -> str:
+    """The rule's shell command, the incident as JSON on stdin, its fields in the
+    environment; killed (its whole process group) after ``timeout`` seconds."""
+    assert rule.command is not None
+    env = {**os.environ, **incident_env(inc, step)}
+    try:
+        proc = subprocess.Popen(
+            rule.command,
+            shell=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ActionFailed(f"cannot start the command: {exc}") from exc
+    try:
+        out, _ = proc.communicate(inc.to_json().encode(), timeout=rule.timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise ActionFailed(f"timed out after {rule.timeout:g} s (killed)") from None
+    text = out.decode(errors="replace").strip()
+    if text:
+        log.info("action %s: output of %r: %s", rule.name, rule.command, text[-_OUTPUT_CHARS:])
+    if proc.returncode != 0:
+        raise ActionFailed(f"exit status {proc.returncode}")
+    return "exit status 0"
+
+
+def stop_file_path(rule: ActionRule, inc: Incident, step: int) -> Path:
+    assert rule.path is not None
+    fields = {"run_id": inc.run_id, "kind": inc.kind, "indicator": inc.indicator, "id": inc.id}
+    return Path(rule.path.format(**fields, step=step))
+
+
+def run_stop_file(rule: ActionRule, inc: Incident, step: int) -> str:
+    """Write the stop file (atomically: the trainer never reads half of it)."""
+    path = stop_file_path(rule, inc, step)
+    body = {"run_id": inc.run_id, "step": step, "reason": inc.message, "incident": inc.id}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(body, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ActionFailed(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return f"wrote {path}"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    key: str
+    ok: bool
+    detail: str
+
+
+class Executor:
+    """Runs attempts on one daemon thread (inline with ``background=False``, for tests)."""
+
+    def __init__(self, *, background: bool = True) -> None:
+        self._jobs: deque[tuple[str, Callable[[], str]]] = deque()
+        self._done: deque[Outcome] = deque(maxlen=_KEEP_OUTCOMES)
+        self._cond = threading.Condition()
+        self._closed = False
+        self._busy = 0
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(target=self._loop, name="actions", daemon=True)
+            self._thread.start()
+
+    def submit(self, key: str, attempt: Callable[[], str]) -> None:
+        if self._thread is None:
+            self._done.append(_attempt(key, attempt))
+            return
+        with self._cond:
+            self._jobs.append((key, attempt))
+            self._busy += 1
+            self._cond.notify()
+
+    def outcomes(self) -> list[Outcome]:
+        with self._cond:
+            out = list(self._done)
+            self._done.clear()
+            return out
+
+    def idle(self) -> bool:
+        with self._cond:
+            return self._busy == 0
+
+    def close(self, timeout: float = 10.0) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._jobs and not self._closed:
+                    self._cond.wait()
+                if not self._jobs:
+                    return
+                key, attempt = self._jobs.popleft()
+            outcome = _attempt(key, attempt)
+            with self._cond:
+                self._done.append(outcome)
+                self._busy -= 1
+
+
+def _attempt(key: str, attempt: Callable[[], str]) -> Outcome:
+    try:
+        return Outcome(key, True, attempt())
+    except ActionFailed as exc:
+        return Outcome(key, False, str(exc))
+    except Exception as exc:  # an action must never take the acting process down
+        return Outcome(key, False, f"{type(exc).__name__}: {exc}")

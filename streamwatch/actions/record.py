@@ -1,0 +1,105 @@
+"""What was done about an incident: one :class:`ActionRecord` per (incident, rule).
+
+The record is what the action log keeps, what the control topic carries between service
+processes, and (as :meth:`ActionRecord.entry`) what an incident's ``actions`` field lists.
+
+>>> r = ActionRecord(run_id="grpo-7", incident_id="ab12", kind="entropy_collapse",
+...     rule="stop", do="stop", status="done", step=812, detail="stop requested")
+>>> r.key
+'ab12/stop'
+>>> describe(r.entry())
+'stop requested at step 812'
+>>> describe({**r.entry(), "status": "dry_run"})
+'dry run: would stop the run at step 812'
+>>> ActionRecord.from_dict(r.to_dict()) == r
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+__all__ = ["ActionRecord", "Status", "describe"]
+
+#: done: carried out; dry_run: logged only; failed: set aside after its tries, with the error
+Status = Literal["done", "dry_run", "failed"]
+_STATUSES = ("done", "dry_run", "failed")
+
+_WHAT = {
+    "stop": "stop requested",
+    "signal": "signal sent",
+    "command": "command run",
+    "stop_file": "stop file written",
+}
+_WOULD = {
+    "stop": "would stop the run",
+    "signal": "would send a signal",
+    "command": "would run the command",
+    "stop_file": "would write the stop file",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRecord:
+    run_id: str
+    incident_id: str
+    kind: str
+    rule: str
+    do: str
+    status: Status
+    step: int  # the run's step when the action was decided
+    detail: str = ""  # what was done (pid, path, exit status) or the error
+    attempts: int = 1
+    ts: float | None = None  # when, on the acting process's clock
+
+    @property
+    def key(self) -> str:
+        return f"{self.incident_id}/{self.rule}"
+
+    def entry(self) -> dict[str, Any]:
+        """The incident's ``actions`` item."""
+        return {
+            "rule": self.rule,
+            "do": self.do,
+            "status": self.status,
+            "step": self.step,
+            "detail": self.detail,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ActionRecord:
+        """A record read back (log file, control topic); ValueError when it is not one."""
+        try:
+            status = str(data["status"])
+            if status not in _STATUSES:
+                raise ValueError(f"unknown status {status!r}")
+            ts = data.get("ts")
+            return cls(
+                run_id=str(data["run_id"]),
+                incident_id=str(data["incident_id"]),
+                kind=str(data["kind"]),
+                rule=str(data["rule"]),
+                do=str(data["do"]),
+                status=status,  # type: ignore[arg-type]
+                step=int(data["step"]),
+                detail=str(data.get("detail", "")),
+                attempts=int(data.get("attempts", 1)),
+                ts=None if ts is None else float(ts),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not an action record: {exc}") from exc
+
+
+def describe(entry: Mapping[str, Any]) -> str:
+    """One line for people: ``stop requested at step 812``."""
+    do, step, status = str(entry.get("do")), entry.get("step"), entry.get("status")
+    if status == "dry_run":
+        return f"dry run: {_WOULD.get(do, do)} at step {step}"
+    if status == "failed":
+        return f"{do} failed at step {step}: {entry.get('detail', '')}"
+    return f"{_WHAT.get(do, do)} at step {step}"
