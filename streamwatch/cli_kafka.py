@@ -126,6 +126,13 @@ def add_commands(subparsers: Any) -> None:
         "streamwatch.state",
         metavar="TOPIC",
     )
+    _opt(
+        r,
+        "--control-topic",
+        "stop requests to training and the actions' records ([[actions]]; '' none)",
+        "streamwatch.control",
+        metavar="TOPIC",
+    )
     _opt(r, "--partitions", "partitions of the topics it creates", 4, type=int, metavar="N")
     _opt(
         r,
@@ -310,6 +317,7 @@ def _run(args: argparse.Namespace) -> int:
         incidents_topic=args.incidents_topic,
         dead_letter_topic=args.dead_letter_topic,
         state_topic=args.state_topic,
+        control_topic=args.control_topic,
         partitions=args.partitions,
         replication_factor=args.replication_factor,
         incidents_out=args.incidents_out,
