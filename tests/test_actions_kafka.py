@@ -199,23 +199,37 @@ def test_a_service_restarted_after_the_stop_request_sends_no_second_one(
 
     steps = collapse_steps("grpo-restart", steps=600)
     critical_step = 181
-    background, _ = start_service(bootstrap, names, tmp_path / "a1.jsonl")  # makes the topics
+    background, seen = start_service(bootstrap, names, tmp_path / "a1.jsonl")  # makes the topics
     pub = Publisher(bootstrap, "grpo-restart", topic=names.topic, host="n0", rank=0)
     first = background.service.actor
     assert first is not None
+    cut = critical_step + 60
     try:
-        for step, metrics in steps[: critical_step + 40]:
+        pub.log(steps[0][1], step=steps[0][0])  # the topic has a leader, the service a partition
+        wait_for(
+            lambda: background.service.counts.events >= 1,
+            "the first event",
+            lambda: f"{pub.stats} {background.service.counts.summary()}",
+        )
+        for step, metrics in steps[1:cut]:
             pub.log(metrics, step=step)
             time.sleep(0.002)
         pub.flush()
-        wait_for(lambda: len(first.records) > 0, "the stop request")
+        wait_for(
+            lambda: len(first.records) > 0,
+            "the stop request",
+            lambda: (
+                f"{background.service.counts.events} events; "
+                + str([(i.kind, i.severity.value, i.step) for _, i in seen.updates])
+            ),
+        )
     finally:
         background.finish()
     # a new process (another host: an empty action log) takes the partitions over
     background, seen = start_service(bootstrap, names, tmp_path / "a2.jsonl")
     second = background.service.actor
     assert second is not None
-    rest = steps[critical_step + 40 :]
+    rest = steps[cut:]
     try:
         for step, metrics in rest:
             pub.log(metrics, step=step)
@@ -231,10 +245,12 @@ def test_a_service_restarted_after_the_stop_request_sends_no_second_one(
     assert len(stops) == 1
 
 
-def wait_for(condition: Callable[[], bool], what: str) -> None:
+def wait_for(
+    condition: Callable[[], bool], what: str, state: Callable[[], str] = lambda: ""
+) -> None:
     deadline = time.monotonic() + TIMEOUT_S
     while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what} {state()}"
         time.sleep(0.05)
 
 
