@@ -26,7 +26,7 @@ _FORMS = ("fast", "gradual")
 def _header(title: str) -> None:
     print(f"\n## {title}")
     head = f"{'kind':<24}{'detected':>10}{'median delay':>16}{'max delay':>11}"
-    print(f"{head}{'clean before onset':>20}")
+    print(f"{head}{'clean before onset':>20}{'warning+ (median)':>20}")
 
 
 def _table(kinds: Sequence[str], seeds: Sequence[int], strength: float, gradual: bool) -> None:
@@ -40,8 +40,12 @@ def _table(kinds: Sequence[str], seeds: Sequence[int], strength: float, gradual:
         s = score_kind(kind, seeds, strength=strength, gradual=gradual)
         delay = f"{s.median_delay:.1f} {_UNIT.get(kind, 'steps')}" if s.delays else "-"
         worst = f"{max(s.delays):.1f}" if s.delays else "-"
+        warned = f"{len(s.serious_delays)}/{s.runs}"
+        if s.serious_delays:
+            warned += f" {s.median_serious_delay:.1f}"
         print(
             f"{kind:<24}{s.detected:>5}/{s.runs:<4}{delay:>16}{worst:>11}{s.clean_fraction:>19.0%}"
+            f"{warned:>20}"
         )
         for fa in s.false_alarms[:3]:
             print(f"    false alarm {fa}")

@@ -139,6 +139,13 @@ class LengthSettings(_Section):
     truncation_warning: float = Field(0.3, gt=0, lt=1, description="smoothed clip ratio")
     truncation_critical: float = Field(0.7, gt=0, le=1)
     truncation_rise: float = Field(0.15, gt=0, description="...and this far above its baseline")
+    truncation_floor: float = Field(
+        0.01,
+        gt=0,
+        le=1,
+        description="a clip ratio climbing above its own trend counts from this level: below "
+        "1% it is a few completions of a batch (the healthy real verl runs: 0-0.35%)",
+    )
     truncation_absolute_warning: float = Field(
         0.5, gt=0, le=1, description="smoothed clip ratio that is a warning from the first step"
     )
@@ -185,6 +192,21 @@ class SpikeSettings(_Section):
         1e4, gt=0, description="a grad norm this large is broken from the first step"
     )
     kl_ceiling: float = Field(10.0, gt=0, description="a KL estimate this large (|value|), too")
+    kl_floor: float = Field(
+        0.01,
+        ge=0,
+        description="a KL estimate smaller than this (|value|) is no spike: a PPO update is "
+        "stopped early at 1.5 x a target KL of 0.01 (OpenAI Spinning Up's default), so a KL "
+        "under it is an ordinary update (the healthy real verl runs: ppo_kl -0.0002..0.008)",
+    )
+    range_window: int = Field(
+        100, ge=10, description="steps of smoothed grad norm that are the run's own range..."
+    )
+    range_recent: int = Field(
+        30,
+        ge=1,
+        description="...but the last this many (the climb being judged, lag + span of its trend)",
+    )
     growth_trend: TrendSettings = Field(
         TrendSettings(slack=0.5, threshold=25.0),
         description="a grad norm that grows away from its own trend (the log of the "
@@ -379,6 +401,39 @@ class ProjectionSettings(_Section):
     )
 
 
+class ContextSettings(_Section):
+    """The run's context that findings are judged in (:mod:`streamwatch.checks.context`)."""
+
+    trend_t: float = Field(
+        2.0,
+        gt=0,
+        description="a series rises or falls when its least-squares slope is this many "
+        "standard errors from 0 (about 5% by chance, one-sided)",
+    )
+    min_points: int = Field(5, ge=3, description="values of a per-step series before its way")
+    min_evals: int = Field(3, ge=3, description="held-out evaluations before their way")
+    reward_window: int = Field(20, ge=3, description="train reward values its way is told by")
+    heldout_window: int = Field(6, ge=3, description="held-out evaluations their way is told by")
+    truncation_window: int = Field(20, ge=3, description="clip ratio values its way is told by")
+    length_window: int = Field(20, ge=3, description="mean length values its way is told by")
+    low_truncation: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="a clip ratio below this is low: length growth beside it, not falling "
+        "reward, is the expected course of reasoning RL (info)",
+    )
+    hold_steps: int = Field(
+        10,
+        ge=1,
+        description="steps a high clip ratio (below near 1, no second signal) is watched for "
+        "its direction before it warns: a noisy ratio's slow fall takes that long to show",
+    )
+    critical_steps: int = Field(
+        20, ge=1, description="steps a high clip ratio that is not falling persists: critical"
+    )
+
+
 class EngineConfig(_Section):
     resolve_after: int = Field(20, ge=1, description="healthy updates before an incident resolves")
     entropy: EntropySettings = EntropySettings()
@@ -393,6 +448,7 @@ class EngineConfig(_Section):
     straggler: StragglerSettings = StragglerSettings()
     cost: CostSettings = CostSettings()
     projection: ProjectionSettings = ProjectionSettings()
+    context: ContextSettings = ContextSettings()
     disabled_kinds: tuple[str, ...] = ()
     max_runs: int = Field(
         10_000, ge=1, description="runs tracked at once; past it the stalest tenth is forgotten"

@@ -107,6 +107,13 @@ class Incident(BaseModel):
     #: items, on the update that reports them; absent from the JSON while empty
     actions: list[dict[str, Any]] = Field(default_factory=list)
 
+    @property
+    def because(self) -> list[str]:
+        """Why it fired at its severity (``evidence["because"]``): the rule and metric that
+        raised it, the signals of the run that agreed or spoke against, the decision."""
+        why = self.evidence.get("because")
+        return [str(w) for w in why] if isinstance(why, list) else []
+
     def to_json(self) -> str:
         """One line of JSON with sorted keys: byte-identical for identical incidents."""
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
@@ -131,6 +138,9 @@ class Finding:
     message: str
     evidence: dict[str, Any]
     onset_step: int | None = None
+    #: which of the check's rules raised it ("level", "trend", "ceiling", ...): what its
+    #: severity is judged by, with the run's context (:mod:`streamwatch.checks.judge`)
+    rule: str = ""
 
 
 @dataclass(slots=True)

@@ -35,6 +35,8 @@ from streamwatch.checks import (
     is_component,
     screen,
 )
+from streamwatch.checks.context import RunContext
+from streamwatch.checks.judge import judge
 from streamwatch.config import EngineConfig
 from streamwatch.cost import CostMeter
 from streamwatch.events import Problem
@@ -67,12 +69,26 @@ _SIGNAL_OF = {
     Indicator.REWARD_MAX: "reward_max",
     Indicator.REWARD_MIN: "reward_min",
     Indicator.GRAD_NORM: "grad_norm",
+    Indicator.LOSS: "loss",
 }
 #: the length statistics the cap check reads, by its names for them
 _LENGTH_OF = {
     Indicator.RESPONSE_LENGTH: "mean",
     Indicator.RESPONSE_LENGTH_MAX: "max",
     Indicator.RESPONSE_LENGTH_MIN: "min",
+}
+#: the series the run's context reads, by its names for them
+_CONTEXT_OF = {
+    Indicator.TRAIN_REWARD: "train_reward",
+    Indicator.HELDOUT_REWARD: "heldout_reward",
+    Indicator.TRUNCATION_RATIO: "truncation_ratio",
+    Indicator.RESPONSE_LENGTH: "response_length",
+    Indicator.REWARD_STD: "reward_std",
+    Indicator.ZERO_VARIANCE_GROUPS: "zero_variance",
+    Indicator.REWARD_MAX: "reward_max",
+    Indicator.REWARD_MIN: "reward_min",
+    Indicator.GRAD_NORM: "grad_norm",
+    Indicator.LOSS: "loss",
 }
 _DRIFT_KINDS = DriftColumn.kinds
 #: indicators watched by run-level checks only (held-out rewards: the hacking check; the
@@ -142,6 +158,7 @@ class Series:
     __slots__ = (
         "checks",
         "component",
+        "context",
         "drift",
         "feeds_hacking",
         "indicator",
@@ -185,9 +202,11 @@ class Series:
         if self.length == "mean" and cap is None:
             self.length = None  # the mean length counts only against a known cap
         self.component = component  # one reward function's: the components check's
+        self.context = _CONTEXT_OF.get(indicator) if indicator else None  # the run context's
         # judged beyond its checks: the run-level checks' inputs, the straggler check
         self.special = (
             self.feeds_hacking
+            or self.context is not None
             or straggler is not None
             or self.signal is not None
             or self.length is not None
@@ -218,6 +237,8 @@ class RunState:
     components: ComponentsCheck = field(init=False)
     lag: LagCheck = field(init=False)
     stall: StallCheck = field(init=False)
+    ctx: RunContext = field(init=False)
+    pending: list[Finding] = field(default_factory=list)  # this event's, judged at its end
     out: list[Incident] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     last_ts: float | None = None
@@ -242,6 +263,7 @@ class RunState:
         self.components = ComponentsCheck(self.cfg.hacking)
         self.lag = LagCheck(self.cfg.straggler)
         self.stall = StallCheck(self.cfg.stall)
+        self.ctx = RunContext(self.cfg.context, self.cfg.signal.zero_variance_all)
         self.disabled = frozenset(self.cfg.disabled_kinds)
         self.meter = CostMeter(self.cfg.cost.gpus, self.cfg.cost.window)
 
@@ -427,8 +449,7 @@ class RunState:
         a copy of another of the event's is no finding); with drift incidents open, the
         columns that saw health count towards resolving theirs."""
         found = drop_copies(screen(step, values), metrics)
-        for finding in found:
-            self.fire(finding)
+        self.pending.extend(found)
         if not self.book.open:
             return
         on = self.book.firing_on(Kind.METRIC_DRIFT)
@@ -439,6 +460,8 @@ class RunState:
                     self._healthy(Kind.METRIC_DRIFT, col.indicator, step)
 
     def _close_special(self, s: Series, step: int, x: float) -> None:
+        if s.context is not None:
+            self.ctx.observe(s.context, step, x)
         ind = s.indicator
         if ind is _TRAIN:
             self.hacking.train(x)
@@ -495,6 +518,17 @@ class RunState:
         for s in self.series.values():
             while s.order:
                 self._close_oldest(s)
+        self.settle()
+
+    def settle(self) -> None:
+        """The findings of the event just read, each judged in the run's context now that
+        every value of the event is in (a second signal counts whatever the order of the
+        event's metrics)."""
+        found, self.pending = self.pending, []
+        for f in found:
+            graded = judge(f, self.ctx, self.cfg)
+            if graded is not None:
+                self.fire(graded)
 
     # -- findings -> incidents ------------------------------------------------------------
     def nonfinite(self, s: Series, src: str, step: int, x: float) -> None:
@@ -504,6 +538,8 @@ class RunState:
     def end_event(self, step: int) -> None:
         """After each event: its non-finite values as one incident of the run; an event of a
         new step without any counts towards resolving it."""
+        if self.pending:
+            self.settle()
         found = self.nan_values
         if not found:
             if self.book.open and step > self.nan_step and self.book.is_firing(*_NAN):
@@ -527,22 +563,23 @@ class RunState:
             evidence["loss_is_zero"] = True
             what += " (with a zero loss: the optimiser skipped the step)"
         where = f" (from {', '.join(sources)})" if sources else ""
-        self.fire(
-            Finding(
-                Kind.NONFINITE_METRIC,
-                _NAN[1],
-                (core or [found[0][0]])[0].metric,
-                Severity.CRITICAL if core else Severity.WARNING,
-                step,
-                f"non-finite {what} at step {step}{where}",
-                evidence,
-                onset_step=step,
-            )
+        finding = Finding(
+            Kind.NONFINITE_METRIC,
+            _NAN[1],
+            (core or [found[0][0]])[0].metric,
+            Severity.CRITICAL if core else Severity.WARNING,
+            step,
+            f"non-finite {what} at step {step}{where}",
+            evidence,
+            onset_step=step,
         )
+        graded = judge(finding, self.ctx, self.cfg)
+        if graded is not None:
+            self.fire(graded)
 
     def _report(self, kinds: tuple[Kind, ...], name: str, step: int, found: list[Finding]) -> None:
-        for f in found:
-            self.fire(f)
+        if found:
+            self.pending.extend(found)
         firing = self.book.firing
         if firing and len(found) < len(kinds):
             for kind in kinds:
@@ -643,7 +680,9 @@ class RunState:
     def check_stall(self, now: float, heard: float | None = None) -> None:
         finding = self.stall.check(now, heard)
         if finding is not None:
-            self.fire(finding, now)
+            graded = judge(finding, self.ctx, self.cfg)
+            if graded is not None:
+                self.fire(graded, now)
 
     def observe(self, step: int, ts: float | None) -> None:
         """Every event: note its time; a stalled run that speaks again is resolved."""
@@ -652,8 +691,9 @@ class RunState:
         self.meter.observe(step, ts)
         gap = self.stall.observe(step, ts)
         stalled = bool(self.book.open) and self.book.is_firing(Kind.RUN_STALLED, "run")
-        if gap is not None and not stalled:
-            self.fire(gap)
+        graded = judge(gap, self.ctx, self.cfg) if gap is not None else None
+        if graded is not None and not stalled:
+            self.fire(graded)
             stalled = True
         if stalled:
             fid = self.book.fid(Kind.RUN_STALLED, "run")

@@ -3,7 +3,9 @@
 For each seed a run with one fault at a random onset step goes through a fresh Monitor;
 the fault is fast, or gradual (``gradual=True``: its full effect builds linearly over a ramp
 of 50-100 steps drawn from the seed, the onset the same as the fast run's).
-A run counts as detected when an incident of the fault's kind fires at or after the onset;
+A run counts as detected when an incident of the fault's kind fires at or after the onset
+(``serious_delays``: its first warning or critical, which the run's context may hold back
+while it looks healthy);
 its delay is counted from the onset, gradual or not, in steps (run_stalled: cadences of
 silence; reward_hacking: held-out evaluations). A false alarm is any warning-or-worse
 incident that fires before the onset, or anywhere in a healthy run.
@@ -40,6 +42,9 @@ class KindScore:
     detected: int = 0
     false_alarm_runs: int = 0
     delays: list[float] = field(default_factory=list)
+    #: each detected run's delay to the first warning-or-worse incident of the kind (a run
+    #: judged info at first, while its context looked healthy, is counted when it warns)
+    serious_delays: list[float] = field(default_factory=list)
     ramps: list[int] = field(default_factory=list)  # gradual: each detected run's ramp, in steps
     missed_seeds: list[int] = field(default_factory=list)
     false_alarms: list[str] = field(default_factory=list)
@@ -47,6 +52,10 @@ class KindScore:
     @property
     def median_delay(self) -> float:
         return median(self.delays) if self.delays else math.nan
+
+    @property
+    def median_serious_delay(self) -> float:
+        return median(self.serious_delays) if self.serious_delays else math.nan
 
     @property
     def median_delay_share(self) -> float:
@@ -110,6 +119,9 @@ def score_kind(
             continue
         score.detected += 1
         score.delays.append(_delay(kind, hits[0], onset, spec))
+        serious = [i for i in hits if i.severity is not Severity.INFO]
+        if serious:
+            score.serious_delays.append(_delay(kind, serious[0], onset, spec))
         if (ramp := spec.faults[0].ramp) is not None:
             score.ramps.append(ramp)
     return score

@@ -14,14 +14,14 @@ windows (which pickle themselves). Restore only snapshots written by a streamwat
 >>> from streamwatch.run import RunState
 >>> blob = dump_run(RunState("grpo-7b", EngineConfig()))
 >>> blob.split(b"\\n", 1)[0]
-b'{"format":"streamwatch.run","run_id":"grpo-7b","version":8}'
+b'{"format":"streamwatch.run","run_id":"grpo-7b","version":9}'
 >>> load_run(blob).run_id
 'grpo-7b'
 >>> try:
-...     load_run(blob.replace(b'"version":8', b'"version":7'))
+...     load_run(blob.replace(b'"version":9', b'"version":8'))
 ... except SnapshotError as exc:
 ...     print(exc)
-snapshot of run 'grpo-7b' is version 7; this streamwatch reads version 8
+snapshot of run 'grpo-7b' is version 8; this streamwatch reads version 9
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from streamwatch.run import RunState
 __all__ = ["FORMAT", "VERSION", "SnapshotError", "dump_run", "load_run"]
 
 FORMAT = "streamwatch.run"
-VERSION = 8
+VERSION = 9
 
 
 class SnapshotError(ValueError):

@@ -54,8 +54,11 @@ def test_a_step_whose_completions_all_have_one_length_is_truncation(
     [found] = truncations(run(field_events(case)))
     assert (found.step, found.severity) == (step, Severity.CRITICAL)
     assert found.metric in ("completions/max_length", "response_length/max")
-    assert found.evidence == {"min_length": length, "max_length": length}
+    because = found.evidence.pop("because")
+    assert found.evidence == {"min_length": length, "max_length": length, "steps": 1}
     assert f"{length} tokens long" in found.message
+    # one step of one length is critical for the second signal that agrees at that step
+    assert any(b.startswith("agreed: every") for b in because), because
 
 
 def test_a_mean_length_at_the_configured_cap_is_truncation() -> None:
@@ -70,7 +73,9 @@ def test_a_mean_length_at_the_configured_cap_is_truncation() -> None:
     }
     [found] = truncations(run(events, config))
     assert (found.step, found.severity, found.metric) == (1, Severity.CRITICAL, "mean_length")
-    assert found.evidence == {"mean_length": 256.0, "cap": 256}
+    because = found.evidence.pop("because")
+    assert found.evidence == {"mean_length": 256.0, "cap": 256, "steps": 1}
+    assert "agreed: the gradient is exactly 0" in because
 
 
 def simulated(seed: int, framework: str, all_cut: bool, clip_ratio: bool) -> list[Event]:
@@ -97,8 +102,11 @@ def test_a_simulated_run_cut_from_its_start_is_found_at_step_one(framework: str)
     events = simulated(5, framework, all_cut=True, clip_ratio=False)
     first = min(e.step for e in events if any("max_length" in k or "/max" in k for k in e.metrics))
     found = truncations(run(events))
-    assert found and found[0].step == first
-    assert found[0].severity is Severity.CRITICAL
+    # one step alone is a warning; the second in a row makes it critical
+    assert [(u.step, u.severity) for u in found] == [
+        (first, Severity.WARNING),
+        (first + 1, Severity.CRITICAL),
+    ]
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -128,9 +136,10 @@ def test_the_incident_resolves_once_completions_end_on_their_own() -> None:
         for step in range(1, 40)
     ]
     updates = [u for u in run(events) if u.kind == "truncation_saturation"]
-    assert [(u.status, u.step) for u in updates] == [
-        (Status.FIRING, 1),
-        (Status.RESOLVED, 3 + Config().engine.resolve_after + 1),
+    assert [(u.status, u.severity, u.step) for u in updates] == [
+        (Status.FIRING, Severity.WARNING, 1),
+        (Status.FIRING, Severity.CRITICAL, 2),  # a second step of it
+        (Status.RESOLVED, Severity.CRITICAL, 3 + Config().engine.resolve_after + 1),
     ]
 
 

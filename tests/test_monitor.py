@@ -294,9 +294,16 @@ def test_every_incident_honours_the_contract() -> None:
         assert inc.step >= 0, where
         assert inc.message, where
         assert inc.evidence, where
+        because = inc.evidence.get("because")
+        # why: what raised it, then the decision on its severity, in words
+        assert isinstance(because, list) and len(because) >= 2, where
+        assert all(isinstance(b, str) and b for b in because), where
+        assert because[0].startswith("raised by "), where
+        assert because[-1].startswith(f"{inc.severity.value}: "), where
         for key, value in inc.evidence.items():
             assert isinstance(key, str), where
-            assert isinstance(value, int | float | str), f"{where}: evidence {key}={value!r}"
+            if key != "because":
+                assert isinstance(value, int | float | str), f"{where}: evidence {key}={value!r}"
         assert inc.remedies, where
         assert all(isinstance(r, str) and r for r in inc.remedies), where
         assert Incident.model_validate_json(inc.to_json()).to_json() == inc.to_json(), where

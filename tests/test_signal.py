@@ -58,14 +58,31 @@ def test_zero_reward_std_three_steps_in_a_row_is_a_warning_at_the_third() -> Non
     assert found[0][1].onset_step == 11
 
 
-def test_every_completion_alike_is_found_at_once_and_critical_when_it_lasts() -> None:
+def test_every_completion_alike_is_found_after_three_steps_and_critical_when_it_lasts() -> None:
+    """Alone (no second sign of the same step), one batch that scored 0 everywhere is a weak
+    model's chance; three in a row are not."""
     rows = [{"reward_max": 0.0, "reward_min": 0.0, "grad_norm": 0.02} for _ in range(12)]
     found = feed(rows)
-    assert found[0][0] == 1
+    assert found[0][0] == 3
     assert "every completion got the same reward (0)" in found[0][1].message
     severities = {step: f.severity for step, f in found}
     assert severities[9] is Severity.WARNING
     assert severities[10] is Severity.CRITICAL
+
+
+def test_every_completion_alike_with_a_policy_loss_of_zero_is_found_at_once() -> None:
+    """verl#2088's row (tests/data/field/verl-2088-all-rewards-zero.jsonl): score max = min
+    = 0 and ``actor/pg_loss`` 0.0, the grad norm 0.017 (the KL term's)."""
+    found = feed([{"reward_max": 0.0, "reward_min": 0.0, "grad_norm": 0.017, "loss": 0.0}])
+    assert [step for step, _ in found] == [1]
+
+
+def test_a_weak_models_batch_that_scored_zero_once_is_no_finding() -> None:
+    """A PPO run at an accuracy near 0: one batch scores 0 everywhere, the next has a 1;
+    its critic's advantages keep the loss away from 0."""
+    rows = [{"reward_max": 1.0, "reward_min": 0.0, "grad_norm": 0.3, "loss": 0.01}] * 6
+    rows[3] = {"reward_max": 0.0, "reward_min": 0.0, "grad_norm": 0.28, "loss": -0.02}
+    assert feed(rows) == []
 
 
 def test_a_gradient_of_exactly_zero_twice_in_a_row() -> None:

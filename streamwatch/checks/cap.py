@@ -14,7 +14,9 @@ past to compare with. The length statistics say it anyway:
   it or more: nearly every completion reached it (TRL's quickstart at its 256-token cap,
   huggingface/trl#5697).
 
-Both are findings at once, critical: the step learns nothing from truncated completions. A
+Both are findings at once: a warning alone, critical with a second signal of the same step
+(every completion's reward alike, a gradient of 0) or on a second step in a row
+(:mod:`streamwatch.checks.judge`): the step learns nothing from truncated completions. A
 step of fewer than ``min_tokens`` tokens is left to the length collapse check. The finding
 is the same incident as the clip ratio's (``truncation_saturation`` on
 ``truncation_ratio``), so a run that logs both gets one.
@@ -25,7 +27,7 @@ is the same incident as the clip ratio's (``truncation_saturation`` on
 >>> check.observe("min", "completions/min_length", 1, 4096.0)
 >>> [found] = check.observe("max", "completions/max_length", 1, 4096.0)
 >>> found.severity.value, found.step
-('critical', 1)
+('warning', 1)
 >>> print(found.message)
 every completion at step 1 is 4096 tokens long (shortest = longest): all cut at the cap
 """
@@ -47,9 +49,11 @@ class CapCheck:
     def __init__(self, settings: LengthSettings) -> None:
         self.s = settings
         self.step = -1
+        self._previous = -1  # the step before this one
         self.values: dict[str, float] = {}  # this step's
         self.metrics: dict[str, str] = {}  # what each length statistic is read from
         self.flagged = -1  # the last step with a finding
+        self.streak = 0  # steps in a row with one, up to the last flagged
         self.longest = 0.0  # the longest completion of any step so far
 
     def observe(self, length: str, metric: str, step: int, x: float) -> list[Finding] | None:
@@ -61,6 +65,7 @@ class CapCheck:
             if step < self.step:
                 return None
             healthy = self.step >= 0 and self.flagged != self.step
+            self._previous = self.step
             self.step = step
             self.values = {}
         self.values[length] = x
@@ -71,7 +76,10 @@ class CapCheck:
         judged = x >= self.s.min_tokens and (length == "mean" or len(self.values) > 1)
         found = self._judge(step) if judged else []
         if found:
-            self.flagged = step
+            if self.flagged != step:
+                self.streak = self.streak + 1 if self.flagged == self._previous else 1
+                self.flagged = step
+            found[0].evidence["steps"] = self.streak
             return found
         return [] if healthy else None
 
@@ -101,9 +109,10 @@ class CapCheck:
             Kind.TRUNCATION_SATURATION,
             "truncation_ratio",
             self.metrics[length],
-            Severity.CRITICAL,
+            Severity.WARNING,
             step,
             message,
             evidence,
             onset_step=step,
+            rule="cap",
         )

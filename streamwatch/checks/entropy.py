@@ -83,15 +83,16 @@ class EntropyCheck:
             return None  # well above every ratio that could be a collapse: the common case
         full = len(self._recent) == self._recent.maxlen
         fall = ratio(self._recent[0], smooth) if full else 1.0
+        rule = "level"
         if r < self.s.collapse_critical_ratio:
             severity, why = Severity.CRITICAL, f"is {r:.3f}x its start"
         elif r < self.s.collapse_ratio:
             severity, why = Severity.WARNING, f"is {r:.3f}x its start"
         elif fall >= self.s.fall_factor and r < self.s.fall_min_ratio:
-            severity = Severity.WARNING
+            severity, rule = Severity.WARNING, "rate"
             why = f"fell {fall:.1f}x in {self.s.fall_window} steps to {r:.3f}x its start"
         elif falling:
-            severity = Severity.WARNING
+            severity, rule = Severity.WARNING, "trend"
             why = f"is falling faster than its own trend ({r:.3f}x its start)"
         else:
             return None
@@ -109,16 +110,18 @@ class EntropyCheck:
             step,
             f"{what}: {self.metric} {why}",
             evidence,
+            rule=rule,
         )
 
     def _judge_blowup(self, step: int, smooth: float, x: float, rising: bool) -> Finding | None:
         above_start = smooth / self.ref
         above_low = smooth / self.low
         if above_start > self.s.blowup_ratio:
-            why = f"is {above_start:.2f}x its start"
+            rule, why = "level", f"is {above_start:.2f}x its start"
         elif above_low > self.s.rebound_factor:
-            why = f"climbed {above_low:.2f}x above the run's minimum"
+            rule, why = "rebound", f"climbed {above_low:.2f}x above the run's minimum"
         elif rising:
+            rule = "trend"
             why = f"is climbing away from its own trend ({above_low:.2f}x the run's minimum)"
         else:
             return None
@@ -134,4 +137,5 @@ class EntropyCheck:
             step,
             f"entropy blowing up (gibberish risk): {self.metric} {why}",
             evidence,
+            rule=rule,
         )

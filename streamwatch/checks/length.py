@@ -71,12 +71,13 @@ class LengthCheck:
         to_ref = smooth / self.ref
         # a climb with half the evidence, but fast: half the window's growth threshold
         climbing = self._rising.statistic > self.s.explosion_trend.threshold / 2
+        rule = "growth"
         if growth >= self.s.explosion_growth:
             why = f"grew {growth:.2f}x in {len(self._recent) - 1} steps"
         elif climbing and growth >= 1.0 + (self.s.explosion_growth - 1.0) / 2:
             why = f"is climbing steadily ({growth:.2f}x in {len(self._recent) - 1} steps)"
         elif rising:
-            why = f"is climbing away from its own trend ({growth:.2f}x in a window)"
+            rule, why = "trend", f"is climbing away from its own trend ({growth:.2f}x in a window)"
         elif smooth >= self.s.explosion_long_growth * (low := min(self._long)):
             since = len(self._long) - 1 - self._long.index(low)
             growth = smooth / low
@@ -99,6 +100,7 @@ class LengthCheck:
                 "ratio_to_reference": to_ref,
                 "trend_break_sds": self._rising.statistic,
             },
+            rule=rule,
         )
 
     def _judge_collapse(self, step: int, x: float, smooth: float, falling: bool) -> Finding | None:
@@ -128,6 +130,12 @@ class LengthCheck:
 
 
 class TruncationCheck:
+    """The clip ratio's level and its climb; how severe each finding is, the run's context
+    decides (:mod:`streamwatch.checks.judge`: a high ratio that falls while the reward rises
+    is the policy learning to finish before the cap). A climb above its own trend counts only
+    from ``truncation_floor``: a ratio of 0.05% rising to 0.3% breaks its trend by many sds
+    and is one or two completions of a batch."""
+
     kinds: tuple[Kind, ...] = (Kind.TRUNCATION_SATURATION,)
 
     def __init__(self, indicator: str, metric: str, settings: LengthSettings) -> None:
@@ -139,6 +147,7 @@ class TruncationCheck:
         self._smooth = Ewma(settings.smoothing)
         self._high = Persistence(2)
         self._rising = trend_break("up", settings.truncation_trend)
+        self.steps_high = 0  # steps in a row of a level finding
 
     def update(self, step: int, x: float) -> list[Finding]:
         smooth = self._smooth.update(x)
@@ -150,26 +159,35 @@ class TruncationCheck:
             if len(self._warm) == s.warmup:
                 self.baseline = median(self._warm)
         if smooth >= s.truncation_absolute_warning:  # no warm-up: broken from the first step
-            held = self._high.update(True)
-            relative = not warming and held and smooth >= s.truncation_critical
-            critical = smooth >= s.truncation_absolute_critical or relative
-            return self._found(step, x, smooth, Severity.CRITICAL if critical else Severity.WARNING)
+            self.steps_high += 1
+            self._high.update(True)
+            return self._found(step, x, smooth, "level")
         if warming:
+            self.steps_high = 0
             return []
         rise = smooth - self.baseline
-        if smooth >= s.truncation_critical:
-            severity = Severity.CRITICAL
-        elif (smooth >= s.truncation_warning and rise >= s.truncation_rise) or rising:
-            severity = Severity.WARNING
+        if smooth >= s.truncation_warning and rise >= s.truncation_rise:
+            rule = "level"
+            self.steps_high += 1
+        elif rising and smooth >= s.truncation_floor:
+            rule = "trend"
         else:
+            self.steps_high = 0
             self._high.update(False)
             return []
+        if rule != "level":
+            self.steps_high = 0
         if not self._high.update(True):
             return []
-        return self._found(step, x, smooth, severity)
+        return self._found(step, x, smooth, rule)
 
-    def _found(self, step: int, x: float, smooth: float, severity: Severity) -> list[Finding]:
-        evidence = {"value": x, "smoothed": smooth, "trend_break_sds": self._rising.statistic}
+    def _found(self, step: int, x: float, smooth: float, rule: str) -> list[Finding]:
+        evidence = {
+            "value": x,
+            "smoothed": smooth,
+            "steps_high": self.steps_high,
+            "trend_break_sds": self._rising.statistic,
+        }
         baseline = "from the start"
         if self.baseline == self.baseline:  # known once warmed up
             evidence.update(baseline=self.baseline, rise=smooth - self.baseline)
@@ -179,10 +197,10 @@ class TruncationCheck:
                 Kind.TRUNCATION_SATURATION,
                 self.indicator,
                 self.metric,
-                severity,
+                Severity.WARNING,
                 step,
-                f"completions truncated: {self.metric} is {smooth:.0%} ({baseline}); reward "
-                "variance will vanish",
+                f"completions truncated: {self.metric} is {smooth:.0%} ({baseline})",
                 evidence,
+                rule=rule,
             )
         ]

@@ -7,7 +7,10 @@ gradient (huggingface/trl#3857: ``frac_reward_zero_std`` 1, ``reward_std`` 0, ``
 at that step. A step carries no signal when
 
 - every completion got the same reward: the batch's highest and lowest score are equal
-  (verl's ``critic/score/max`` and ``/min``), which says it at once; or
+  (verl's ``critic/score/max`` and ``/min``), at once with a second sign of the same step
+  (every group alike, a gradient or a policy loss of exactly 0: verl#2088, rllm#54),
+  otherwise after ``persist`` such steps in a row (a weak model's batch can score 0
+  everywhere by chance, and a PPO critic's advantages are not 0 then); or
 - every group got the same reward for all its completions (the zero-variance fraction is
   ``zero_variance_all`` or more, or the reward's std is 0): at once with a gradient of
   exactly 0 at the same step, otherwise after ``persist`` such steps in a row (a small batch
@@ -54,7 +57,15 @@ from streamwatch.incidents import Finding, Kind, Severity
 __all__ = ["SIGNALS", "NoSignalCheck"]
 
 #: what the check reads, by the name the run state passes
-SIGNALS = ("zero_variance", "reward_std", "reward_max", "reward_min", "grad_norm", "reward")
+SIGNALS = (
+    "zero_variance",
+    "reward_std",
+    "reward_max",
+    "reward_min",
+    "grad_norm",
+    "loss",
+    "reward",
+)
 _ZERO = 1e-12
 #: the signals that move with the share of groups that still teach: how, when they drain
 _DRAINS = {
@@ -62,12 +73,14 @@ _DRAINS = {
     "reward_std": "(the reward's std) falling",
     "reward": "(the train reward) heading to 1",
 }
-_ORDER = ("all_alike", "groups_alike", "mostly_alike", "zero_grad")
+_ORDER = ("all_alike", "groups_alike", "std_zero", "mostly_alike", "zero_grad", "zero_loss")
 _FED_BY = {
     "all_alike": "reward_max",
     "groups_alike": "zero_variance",
+    "std_zero": "reward_std",
     "mostly_alike": "zero_variance",
     "zero_grad": "grad_norm",
+    "zero_loss": "loss",
 }
 
 
@@ -166,11 +179,12 @@ class NoSignalCheck:
             f"learning signal draining at step {step}: {what}, faster than the run's own "
             "trend; fewer and fewer groups teach anything",
             evidence,
+            rule="drain",
         )
 
     def _suspect(self, signal: str, x: float) -> bool:
         """Could this value make a condition hold?"""
-        if signal == "grad_norm":
+        if signal == "grad_norm" or signal == "loss":
             return x == 0.0
         if signal == "reward_std":
             return abs(x) <= _ZERO
@@ -206,9 +220,13 @@ class NoSignalCheck:
                 out["mostly_alike"] = f"{frac:.0%} of the groups got one reward for all"
         std = v.get("reward_std")
         if std is not None and abs(std) <= _ZERO and "groups_alike" not in out:
-            out["groups_alike"] = "the reward's std is 0"
+            # a std of 0 does not say how many groups it is the std of (Unsloth's notebooks
+            # sample one prompt a step): alone it needs persistence, as a fraction of 1 does not
+            out["std_zero"] = "the reward's std is 0"
         if v.get("grad_norm") == 0.0:
             out["zero_grad"] = "the gradient is exactly 0"
+        if v.get("loss") == 0.0:
+            out["zero_loss"] = "the loss is exactly 0"
         return out
 
     def _judge(self, step: int) -> list[Finding]:
@@ -216,16 +234,25 @@ class NoSignalCheck:
         self.held = {c: self.streaks.get(c, 0) + 1 for c in held}
         s = self.s
         runs = self.held
-        alike = "all_alike" in held or ("groups_alike" in held and "zero_grad" in held)
+        # every completion alike says it at once only with a second sign of the same step (a
+        # weak model's batch can score 0 everywhere by chance, and a critic's advantages
+        # are not 0 then): every group alike, a gradient or a policy loss of exactly 0
+        vanished = "zero_grad" in held or "zero_loss" in held
+        together = "groups_alike" in held or "std_zero" in held or vanished
+        alike = ("all_alike" in held and together) or (
+            "groups_alike" in held and "zero_grad" in held
+        )
         signs = [
             alike,
+            runs.get("all_alike", 0) >= s.persist,
             runs.get("groups_alike", 0) >= s.persist,
+            runs.get("std_zero", 0) >= s.persist,
             runs.get("zero_grad", 0) >= s.zero_grad_persist,
             runs.get("mostly_alike", 0) >= s.persist,
         ]
         if not any(signs):
             return []
-        longest = max(runs.values())
+        longest = max(n for c, n in runs.items() if c != "zero_loss")
         severity = Severity.CRITICAL if longest >= s.critical_steps else Severity.WARNING
         why = " and ".join(held[c] for c in _ORDER if c in held)
         evidence: dict[str, object] = {k: self.values[k] for k in SIGNALS if k in self.values}
@@ -242,5 +269,6 @@ class NoSignalCheck:
                 + (f", for {longest} steps" if longest > 1 else ""),
                 evidence,
                 onset_step=self.step - longest + 1,
+                rule="at_once" if alike else "persist",
             )
         ]

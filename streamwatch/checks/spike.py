@@ -49,6 +49,11 @@ class SpikeCheck:
         self._smooth = math.nan  # EWMA (weight 0.3) of the median of the last 5 values
         self._last: deque[float] = deque(maxlen=5)  # the last values, this one included
         self._growing = False
+        # the growth counts only beyond the run's own range: the smoothed values before it
+        self._range: deque[float] = deque(maxlen=settings.range_window)
+        self.beyond = 0  # logged values in a row beyond the ceiling
+        # a KL estimate this small is no spike however it moves against its median
+        self.floor = settings.kl_floor if indicator == Indicator.KL.value else 0.0
 
     def update(self, step: int, x: float) -> list[Finding]:
         if self._growth is not None:
@@ -61,25 +66,37 @@ class SpikeCheck:
         if ceiling is not None and abs(x) >= ceiling:
             w.update(x)
             self._spiking.update(False)  # judged by its size: not the start of a spike
+            self.beyond += 1
             return [self._beyond(step, x, ceiling)]
+        self.beyond = 0
         if not w.full:
             w.update(x)
             return []
         med = w.median()
         dist = abs(x - med)
         # the size test first: it is cheap, and most values fail it (no spread needed then)
-        spike = dist > self._beyond_median * abs(med)
+        spike = dist > self._beyond_median * abs(med) and abs(x) >= self.floor
         sd = math.nan
         if spike:
             sd = max(w.robust_sd(), 1e-12)
             spike = dist > self.s.robust_z * sd
+            if spike and abs(med) <= self.s.robust_z * sd:
+                # a median within its own noise of 0 (a signed loss, a KL around 0, values
+                # logged rounded): "times the median" says nothing; a spike leaves the
+                # window's own range by the factor
+                edge = max(abs(w.ordered[0]), abs(w.ordered[-1]))
+                spike = abs(x) > self.s.factor * edge
         w.update(x)
         if spike and self._spiking.streak == 0:
             self.first_step = step
         if not self._spiking.update(spike):
             return []
         size = x / med if med else float("inf")
-        severity = Severity.CRITICAL if abs(size) >= 10 * self.s.factor else Severity.WARNING
+        # a multiple of a median within its own noise of 0 (a signed loss, a KL around 0)
+        # means nothing: such a spike is a warning however large the multiple
+        sized = abs(med) > self.s.robust_z * sd
+        big = sized and abs(size) >= 10 * self.s.factor
+        severity = Severity.CRITICAL if big else Severity.WARNING
         return [
             Finding(
                 Kind.METRIC_SPIKE,
@@ -98,21 +115,28 @@ class SpikeCheck:
                     "steps_spiking": self._spiking.streak,
                 },
                 onset_step=self.first_step,
+                rule="spike",
             )
         ]
 
     def _beyond(self, step: int, x: float, ceiling: float) -> Finding:
-        """A value no healthy run reaches, whatever came before (no warm-up)."""
-        severity = Severity.CRITICAL if abs(x) >= 100 * ceiling else Severity.WARNING
+        """A value no healthy run reaches, whatever came before (no warm-up); one such step
+        is an outlier until it persists (:mod:`streamwatch.checks.judge`)."""
         return Finding(
             Kind.METRIC_SPIKE,
             self.indicator,
             self.metric,
-            severity,
+            Severity.WARNING,
             step,
             f"{self.metric} is {x:.4g}, beyond any healthy run's (ceiling {ceiling:.4g})",
-            {"value": x, "ceiling": ceiling, "times_ceiling": abs(x) / ceiling},
-            onset_step=step,
+            {
+                "value": x,
+                "ceiling": ceiling,
+                "times_ceiling": abs(x) / ceiling,
+                "steps_beyond": self.beyond,
+            },
+            onset_step=step - self.beyond + 1,
+            rule="ceiling",
         )
 
     def _grown(self, step: int, x: float) -> Finding | None:
@@ -129,7 +153,21 @@ class SpikeCheck:
         mid = sorted(last)[2]
         smooth = self._smooth
         self._smooth = smooth = mid if smooth != smooth else smooth + 0.3 * (mid - smooth)
-        if not growth.update(math.log(smooth)):
+        past = self._range
+        past.append(smooth)
+        if growth.update(math.log(smooth)):
+            self._growing = True  # until the evidence is back at 0
+        elif growth.statistic == 0.0:
+            self._growing = False
+        if not self._growing:
+            return None
+        # inside the run's own range (the smoothed values of the steps before the last
+        # ``range_recent``): a return to where it was is no growth, until it leaves it
+        recent = self.s.range_recent
+        if len(past) <= recent:
+            return None
+        high = max(v for i, v in enumerate(past) if i < len(past) - recent)
+        if smooth <= high:
             return None
         return Finding(
             Kind.METRIC_SPIKE,
@@ -137,6 +175,8 @@ class SpikeCheck:
             self.metric,
             Severity.WARNING,
             step,
-            f"{self.metric} growing away from its own trend: {x:.4g}",
-            {"value": x, "trend_break_sds": growth.statistic},
+            f"{self.metric} growing away from its own trend: {x:.4g}, beyond its own range "
+            f"({high:.4g})",
+            {"value": x, "trend_break_sds": growth.statistic, "range_high": high},
+            rule="growth",
         )

@@ -128,13 +128,19 @@ def _hover(inc: Incident) -> str:
         + f" · {e(inc.metric)}",
         e(inc.message),
     ]
-    for key, value in list(inc.evidence.items())[:_MAX_EVIDENCE]:
+    lines += [f"why: {e(w)}" for w in inc.because]
+    for key, value in _numbers(inc)[:_MAX_EVIDENCE]:
         shown = f"{value:.4g}" if isinstance(value, float) else str(value)
         lines.append(f"{e(key)} = {e(shown)}")
     lines.extend(e(note) for note in incident_notes(inc))
     if inc.remedies:
         lines.append("try: " + e(inc.remedies[0]))
     return "<br>".join(_wrap(line) for line in lines)
+
+
+def _numbers(inc: Incident) -> list[tuple[str, Any]]:
+    """The evidence but its ``because`` (shown on its own)."""
+    return [(k, v) for k, v in inc.evidence.items() if k != "because"]
 
 
 def _wrap(text: str, width: int = 90) -> str:
@@ -271,8 +277,9 @@ def _incident_table(incidents: Sequence[Incident], anchors: Mapping[str, str]) -
         cls = f"sev-{inc.severity.value}" if firing else "resolved"
         evidence = ", ".join(
             f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-            for k, v in list(inc.evidence.items())[:_MAX_EVIDENCE]
+            for k, v in _numbers(inc)[:_MAX_EVIDENCE]
         )
+        why = "; ".join(inc.because)
         run = e(inc.run_id)
         if inc.run_id in anchors:
             run = f'<a href="#{e(anchors[inc.run_id])}">{run}</a>'
@@ -282,7 +289,7 @@ def _incident_table(incidents: Sequence[Incident], anchors: Mapping[str, str]) -
             f'<td class="num">{inc.step}</td>'
             f'<td class="num">{onset}</td><td class="{cls}">{e(inc.severity.value)}</td>'
             f"<td>{e(inc.status.value)}</td><td>{e(inc.kind)}</td><td>{e(inc.metric)}</td>"
-            f'<td>{e(inc.message)}</td><td class="muted">{e(evidence)}</td>'
+            f'<td>{e(inc.message)}</td><td>{e(why)}</td><td class="muted">{e(evidence)}</td>'
             f"<td>{'<br>'.join(e(n) for n in incident_notes(inc))}</td></tr>"
         )
     more = len(ordered) - _MAX_TABLE_ROWS
@@ -296,7 +303,7 @@ def _incident_table(incidents: Sequence[Incident], anchors: Mapping[str, str]) -
         f"<summary>{e(summary)}</summary>"
         '<table id="sw-incidents"><thead><tr><th>run</th><th>step</th><th>onset</th>'
         "<th>severity</th><th>status</th><th>kind</th><th>metric</th><th>message</th>"
-        "<th>evidence</th><th>cost, heading</th></tr></thead><tbody>"
+        "<th>why</th><th>evidence</th><th>cost, heading</th></tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"
         f"{note}</details>"

@@ -83,6 +83,8 @@ def _embed(inc: Incident, message: Message, link: str | None) -> dict[str, Any]:
     onset = f" (onset step {inc.onset_step})" if inc.onset_step is not None else ""
     title = f"{state} {inc.kind} on {inc.indicator} at step {inc.step}{onset}"
     text = _md(inc.message)
+    if not resolved and inc.because:
+        text += "\n**Why:** " + _md("; ".join(inc.because))
     if not resolved and inc.remedies:
         text += "\n**Try:** " + " • ".join(_md(r) for r in inc.remedies)
     footer = f"streamwatch · run {inc.run_id} · message {message.id[:12]}"

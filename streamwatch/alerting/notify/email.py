@@ -52,6 +52,7 @@ def _block(inc: Incident, link: str | None) -> str:
     if inc.metric and inc.metric != inc.indicator:
         lines.append(f"metric: {inc.metric}")
     if inc.status is Status.FIRING:
+        lines += [f"why: {w}" for w in inc.because]
         lines += [f"  {k} = {v}" for k, v in flatten_evidence(inc.evidence)[:_KEY_EVIDENCE]]
         lines += [f"try: {r}" for r in inc.remedies]
     url = incident_link(link, inc)

@@ -22,6 +22,7 @@ from streamwatch.alerting.config import Receiver, Templates
 from streamwatch.alerting.message import Message
 from streamwatch.alerting.notify.http import HttpRequest
 from streamwatch.alerting.notify.text import (
+    because_text,
     clip,
     flatten_evidence,
     header_text,
@@ -98,6 +99,10 @@ def _incident_blocks(inc: Incident) -> list[dict[str, Any]]:
             fields.append(_mrkdwn(f"*…*\n{len(items) - len(shown)} more numbers", FIELD_CHARS))
         section["fields"] = fields[:FIELDS]
     blocks = [section]
+    why = because_text(inc) if inc.status is Status.FIRING else ""
+    if why:
+        element = _mrkdwn(clip("*Why:* " + _esc(why), _REMEDY_CHARS), CONTEXT_CHARS)
+        blocks.append({"type": "context", "elements": [element]})
     if inc.status is Status.FIRING and inc.remedies:
         tries = "*Try:* " + " • ".join(_esc(r) for r in inc.remedies)
         element = _mrkdwn(clip(tries, _REMEDY_CHARS), CONTEXT_CHARS)

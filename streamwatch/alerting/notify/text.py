@@ -22,6 +22,7 @@ from streamwatch.alerting.message import Message
 from streamwatch.incidents import Incident, Status
 
 __all__ = [
+    "because_text",
     "clip",
     "flatten_evidence",
     "format_value",
@@ -68,15 +69,23 @@ def format_value(value: Any) -> str:
 
 
 def flatten_evidence(evidence: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
-    """``(dotted key, readable value)`` pairs, nested dicts flattened, in their order."""
+    """``(dotted key, readable value)`` pairs, nested dicts flattened, in their order; the
+    ``because`` list is not a number and is shown on its own (:func:`because_text`)."""
     out: list[tuple[str, str]] = []
     for key, value in evidence.items():
+        if key == "because" and not prefix:
+            continue
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             out.extend(flatten_evidence(value, f"{name}."))
         else:
             out.append((name, format_value(value)))
     return out
+
+
+def because_text(inc: Incident) -> str:
+    """Why the incident fired at its severity, in one line ("" when it does not say)."""
+    return "; ".join(inc.because)
 
 
 def units(text: str) -> int:

@@ -61,6 +61,7 @@ def webhook_payload(message: Message, *, link: str | None = None) -> dict[str, A
     for inc in message.incidents:
         item = inc.model_dump(mode="json")
         item["link"] = incident_link(link, inc)
+        item["because"] = inc.because
         incidents.append(item)
     part, parts = message.part
     return {
@@ -87,6 +88,8 @@ def _am_alert(inc: Incident, message: Message, link: str | None, external: str) 
         "step": str(inc.step),
         "evidence": json.dumps(inc.evidence, sort_keys=True, separators=(",", ":")),
     }
+    if inc.because:
+        annotations["because"] = "; ".join(inc.because)
     if inc.onset_step is not None:
         annotations["onset_step"] = str(inc.onset_step)
     if inc.remedies:

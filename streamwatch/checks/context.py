@@ -1,0 +1,220 @@
+"""What the run as a whole says: the context a finding's severity is judged in.
+
+A check sees one series; a person judges the run. The run keeps one :class:`RunContext`,
+fed by its run-level series (train reward, held-out reward, clip ratio, mean length, and
+the signals that say a step taught nothing), and every check's finding is graded against
+it (:mod:`streamwatch.checks.judge`): is the run still learning (its train reward or its
+held-out reward rising), which way a series is moving, does a second signal agree.
+
+Which way a series moves is the least-squares slope of its last values and the slope's
+t statistic (the slope over its standard error, from the residuals around the line): a
+slope beyond ``trend_t`` standard errors is rising or falling, anything else flat. Raw
+values, not smoothed ones: smoothing correlates neighbours and makes any slope look sure.
+
+>>> from streamwatch.config import ContextSettings
+>>> ctx = RunContext(ContextSettings())
+>>> for step, r in enumerate([0.08, 0.11, 0.17, 0.2, 0.26, 0.3, 0.33, 0.41], start=1):
+...     ctx.observe("train_reward", step, r)
+>>> ctx.reward.way(ctx.t), ctx.learning()
+(1, True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from streamwatch.config import ContextSettings
+
+__all__ = ["CONTEXT_SIGNALS", "Direction", "RunContext"]
+
+#: what the run state feeds the context, by the context's names for them
+CONTEXT_SIGNALS = (
+    "train_reward",
+    "heldout_reward",
+    "truncation_ratio",
+    "response_length",
+    "reward_std",
+    "zero_variance",
+    "reward_max",
+    "reward_min",
+    "grad_norm",
+    "loss",
+)
+_ZERO = 1e-12
+
+
+class Direction:
+    """The last ``size`` finite values of a series and which way they move.
+
+    >>> d = Direction(8, 4)
+    >>> for x in [0.79, 0.77, 0.75, 0.74, 0.70]:
+    ...     d.update(x)
+    >>> d.way(2.0), round(d.slope(), 4)
+    (-1, -0.021)
+    """
+
+    __slots__ = ("least", "values")
+
+    def __init__(self, size: int, least: int) -> None:
+        self.values: deque[float] = deque(maxlen=size)
+        self.least = least  # values needed before a direction is known
+
+    def update(self, x: float) -> None:
+        if x - x == 0.0:  # finite
+            self.values.append(x)
+
+    @property
+    def known(self) -> bool:
+        return len(self.values) >= self.least
+
+    @property
+    def last(self) -> float:
+        return self.values[-1] if self.values else math.nan
+
+    def mean(self) -> float:
+        values = self.values
+        return sum(values) / len(values) if values else math.nan
+
+    def slope(self) -> float:
+        """The least-squares slope per value (NaN with fewer than 2 values)."""
+        return self._fit()[0]
+
+    def way(self, t: float) -> int:
+        """1 rising, -1 falling, 0 flat (or not known yet): the slope beyond ``t`` of its
+        standard errors."""
+        if not self.known:
+            return 0
+        slope, se = self._fit()
+        if se <= 0.0:  # the values lie on a line
+            return 0 if abs(slope) <= _ZERO else (1 if slope > 0 else -1)
+        z = slope / se
+        return 1 if z >= t else (-1 if z <= -t else 0)
+
+    def _fit(self) -> tuple[float, float]:
+        values = self.values
+        n = len(values)
+        if n < 2:
+            return math.nan, math.nan
+        mid = (n - 1) / 2.0
+        mean = sum(values) / n
+        sxx = n * (n * n - 1) / 12.0
+        sxy = 0.0
+        for i, v in enumerate(values):
+            sxy += (i - mid) * (v - mean)
+        slope = sxy / sxx
+        if n < 3:
+            return slope, math.inf
+        sse = 0.0
+        for i, v in enumerate(values):
+            r = v - mean - slope * (i - mid)
+            sse += r * r
+        return slope, math.sqrt(sse / (n - 2) / sxx)
+
+
+class RunContext:
+    """One run's context: its learning trends and this step's second signals."""
+
+    __slots__ = (
+        "alike_step",
+        "all_alike",
+        "heldout",
+        "length",
+        "loss_zero_step",
+        "no_variance_step",
+        "reward",
+        "s",
+        "step",
+        "t",
+        "truncation",
+        "values",
+        "zero_grad_step",
+    )
+
+    def __init__(self, settings: ContextSettings, zero_variance_all: float = 0.99) -> None:
+        self.s = settings
+        self.t = settings.trend_t
+        self.all_alike = zero_variance_all  # a zero-variance fraction that means every group
+        self.reward = Direction(settings.reward_window, settings.min_points)
+        self.heldout = Direction(settings.heldout_window, settings.min_evals)
+        self.truncation = Direction(settings.truncation_window, settings.min_points)
+        self.length = Direction(settings.length_window, settings.min_points)
+        self.step = -1  # of the latest values
+        self.values: dict[str, float] = {}  # this step's second signals
+        # the last step at which each second signal held
+        self.alike_step = -1  # every completion got the same reward
+        self.no_variance_step = -1  # every group did (zero-variance fraction ~1, std 0)
+        self.zero_grad_step = -1  # the gradient was exactly 0
+        self.loss_zero_step = -1  # the loss was exactly 0
+
+    def observe(self, signal: str, step: int, x: float) -> None:
+        """One finite value of one of :data:`CONTEXT_SIGNALS` at ``step``."""
+        if step > self.step:
+            self.step = step
+            self.values = {}
+        if signal == "train_reward":
+            self.reward.update(x)
+        elif signal == "heldout_reward":
+            self.heldout.update(x)
+        elif signal == "truncation_ratio":
+            self.truncation.update(x)
+        elif signal == "response_length":
+            self.length.update(x)
+        else:
+            self._second(signal, step, x)
+
+    def _second(self, signal: str, step: int, x: float) -> None:
+        values = self.values
+        values[signal] = x
+        if signal == "grad_norm":
+            if x == 0.0:
+                self.zero_grad_step = step
+        elif signal == "loss":
+            if x == 0.0:
+                self.loss_zero_step = step
+        elif signal == "reward_std":
+            if abs(x) <= _ZERO:
+                self.no_variance_step = step
+        elif signal == "zero_variance":
+            if self.all_alike <= x <= 1.0:
+                self.no_variance_step = step
+        else:
+            high, low = values.get("reward_max"), values.get("reward_min")
+            if high is not None and low is not None and high - low <= _ZERO:
+                self.alike_step = step
+
+    # -- what the checks' findings are judged by ------------------------------------------
+    def learning(self) -> bool:
+        """Is the run still learning: its train reward or its held-out reward rising?"""
+        return self.reward.way(self.t) > 0 or self.heldout.way(self.t) > 0
+
+    def stalled(self) -> bool:
+        """Has the run stopped learning: neither reward rising, and at least one known?"""
+        known = self.reward.known or self.heldout.known
+        return known and not self.learning()
+
+    def no_signal_at(self, step: int) -> bool:
+        """Did every completion (or every group) get one reward at ``step``, or the gradient
+        vanish?"""
+        return step in (self.alike_step, self.no_variance_step, self.zero_grad_step)
+
+    def second_signals(self, step: int) -> list[str]:
+        """This step's signals that the batch taught nothing, in words."""
+        out = []
+        if self.alike_step == step:
+            out.append("every completion got the same reward")
+        if self.no_variance_step == step:
+            out.append("every group's completions got one reward (reward variance 0)")
+        if self.zero_grad_step == step:
+            out.append("the gradient is exactly 0")
+        if self.loss_zero_step == step:
+            out.append("the loss is exactly 0")
+        return out
+
+    def trend_words(self, name: str, d: Direction, unit: str = "a step") -> str:
+        """``name`` and which way it moves, in words."""
+        way = d.way(self.t)
+        if not d.known:
+            return f"{name}: too few values to tell its direction"
+        what = {1: "rising", -1: "falling", 0: "flat"}[way]
+        return f"{name} {what} ({d.slope():+.3g} {unit} over its last {len(d.values)} values)"

@@ -1,0 +1,180 @@
+"""Severity from the whole run: each finding graded in its run's context.
+
+A check says what it saw in its own series and by which rule (``Finding.rule``); this module
+decides what that asks of a person, from the run's :class:`~streamwatch.checks.context.RunContext`
+(is it still learning, which way the series moves, does a second signal agree), and writes
+why into the finding's evidence (``because``: what raised it, what agreed or spoke against,
+and the decision). It may also hold a finding back: one step of a high clip ratio proves
+nothing before its direction is known. The README's table ("Severity") is this module's
+rules in words; the two are kept together.
+
+The findings of a step are judged when the step's event is complete, so a second signal of
+the same step counts whatever the order of the event's metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from streamwatch.checks.context import RunContext
+from streamwatch.config import EngineConfig
+from streamwatch.incidents import Finding, Kind, Severity
+
+__all__ = ["judge"]
+
+_INFO, _WARNING, _CRITICAL = Severity.INFO, Severity.WARNING, Severity.CRITICAL
+
+
+def judge(f: Finding, ctx: RunContext, cfg: EngineConfig) -> Finding | None:
+    """``f`` with the severity the run's context gives it and its ``because``; None when it
+    is held back."""
+    kind = f.kind
+    because = [f"raised by {f.metric}" + (f" ({f.rule} rule)" if f.rule else "")]
+    if kind is Kind.TRUNCATION_SATURATION:
+        graded = _truncation(f, ctx, cfg, because)
+    elif kind is Kind.LENGTH_EXPLOSION:
+        graded = _length(f, ctx, cfg, because)
+    elif kind is Kind.ENTROPY_COLLAPSE or kind is Kind.ENTROPY_BLOWUP:
+        graded = _entropy(f, ctx, because)
+    elif kind is Kind.METRIC_SPIKE:
+        graded = _spike(f, because)
+    elif kind is Kind.NO_LEARNING_SIGNAL:
+        graded = _signal(f, ctx, because)
+    else:
+        graded = _decide(f.severity, "the check's own rule", because)
+    if graded is None:
+        return None
+    evidence = dict(f.evidence)
+    evidence["because"] = because
+    return replace(f, severity=graded, evidence=evidence)
+
+
+def _decide(severity: Severity, why: str, because: list[str]) -> Severity:
+    because.append(f"{severity.value}: {why}")
+    return severity
+
+
+def _learning(ctx: RunContext, because: list[str]) -> bool:
+    because.append(ctx.trend_words("train_reward", ctx.reward))
+    if ctx.heldout.known:
+        because.append(ctx.trend_words("heldout_reward", ctx.heldout, "an evaluation"))
+    return ctx.learning()
+
+
+def _truncation(
+    f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]
+) -> Severity | None:
+    s = cfg.length
+    second = ctx.second_signals(f.step)
+    because += [f"agreed: {w}" for w in second]
+    if f.rule == "cap":
+        steps = int(f.evidence.get("steps", 1))
+        if second or steps >= 2:
+            why = "a second signal agrees" if second else f"for {steps} steps in a row"
+            return _decide(_CRITICAL, why, because)
+        return _decide(_WARNING, "one step so far, no second signal", because)
+    smooth = float(f.evidence["smoothed"])
+    trunc = ctx.truncation
+    because.append(ctx.trend_words("truncation_ratio", trunc))
+    way = trunc.way(ctx.t)
+    learning = _learning(ctx, because)
+    if f.rule == "trend":  # a climb above its own trend, below the level rules
+        rising = ctx.length.way(ctx.t) > 0
+        because.append(ctx.trend_words("response_length", ctx.length))
+        if rising and not learning:
+            return _decide(_WARNING, "the length climbs with it, the reward does not", because)
+        return _decide(_INFO, "a low clip ratio climbing, no second signal", because)
+    near_one = smooth >= s.truncation_absolute_critical
+    if second:
+        # a second signal of the same step: this step's own ratio counts, not only the
+        # smoothed one (sparse logs smooth slowly: TRL's every 10 steps)
+        now = max(smooth, float(f.evidence.get("value", smooth)))
+        if now >= s.truncation_absolute_critical or smooth >= s.truncation_critical:
+            return _decide(_CRITICAL, "high, and the batch taught nothing", because)
+        return _decide(_WARNING, "high, and the batch taught nothing", because)
+    steps = int(f.evidence.get("steps_high", 0))
+    if not trunc.known:
+        return None  # a few steps of a high ratio prove nothing before its direction is known
+    if way > 0:  # climbing into the cap: the opposite of being fixed
+        if near_one and steps >= ctx.s.min_points:
+            return _decide(_CRITICAL, f"near 1 and rising for {steps} steps", because)
+        return _decide(_WARNING, "high and rising", because)
+    if steps < ctx.s.min_points:
+        return None
+    if way < 0 and ctx.reward.way(ctx.t) >= 0:
+        why = "high but falling: the policy learns to finish before the cap"
+        return _decide(_INFO, why + ("" if learning else " (the reward not falling)"), because)
+    if way >= 0 and near_one:
+        return _decide(_CRITICAL, f"near 1 and not falling for {steps} steps", because)
+    if way >= 0 and smooth >= s.truncation_critical and steps >= ctx.s.critical_steps:
+        return _decide(_CRITICAL, f"high and not falling for {steps} steps", because)
+    if steps < ctx.s.hold_steps and way >= 0:
+        return None  # a noisy ratio's slow fall takes more steps to show
+    if way < 0:
+        return _decide(_WARNING, "falling, but so is the reward", because)
+    return _decide(_WARNING, "high and not falling", because)
+
+
+def _length(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) -> Severity:
+    trunc = ctx.truncation
+    because.append(ctx.trend_words("truncation_ratio", trunc))
+    reward = ctx.reward.way(ctx.t)
+    because.append(ctx.trend_words("train_reward", ctx.reward))
+    t_way = trunc.way(ctx.t)
+    low = trunc.known and trunc.mean() < ctx.s.low_truncation and t_way <= 0
+    if low and reward >= 0:
+        why = "truncation low and not rising, reward not falling: the expected lengthening"
+        return _decide(_INFO, why, because)
+    if not trunc.known and reward > 0:
+        return _decide(_INFO, "the reward rises with the length (no clip ratio logged)", because)
+    into_cap = trunc.known and (trunc.mean() >= cfg.length.truncation_warning or t_way > 0)
+    if f.severity is _CRITICAL and (into_cap or reward < 0):
+        why = "running into the cap" if into_cap else "the reward falls as it grows"
+        return _decide(_CRITICAL, why, because)
+    why = "running into the cap" if into_cap else "the reward does not pay for it"
+    return _decide(_WARNING, why, because)
+
+
+def _entropy(f: Finding, ctx: RunContext, because: list[str]) -> Severity:
+    learning = _learning(ctx, because)
+    if f.rule in ("trend", "rate"):
+        if learning:
+            return _decide(_INFO, "the run is still learning", because)
+        return _decide(_WARNING, "the run is not learning", because)
+    if f.kind is Kind.ENTROPY_COLLAPSE:
+        if ctx.stalled():
+            return _decide(_CRITICAL, "the reward has stopped rising", because)
+        if learning:
+            return _decide(_WARNING, "low, but the run is still learning", because)
+        return _decide(f.severity, "no reward to judge the run by", because)
+    if learning and f.severity is _CRITICAL:
+        return _decide(_WARNING, "high, but the run is still learning", because)
+    return _decide(f.severity, "its level", because)
+
+
+def _signal(f: Finding, ctx: RunContext, because: list[str]) -> Severity:
+    because += [f"agreed: {s}" for s in ctx.second_signals(f.step)]
+    if f.severity is _CRITICAL or f.rule == "at_once" or ctx.zero_grad_step == f.step:
+        # a gradient of exactly 0 is no chance of a small batch: nothing is learnt
+        return _decide(f.severity, "the check's own rule", because)
+    # a slow drain beside a rising reward is the run solving its prompts; a few steps
+    # alike in a row beside a reward that moves from step to step are a small batch's
+    # chance (one prompt a step: Unsloth's notebooks): the steps between teach
+    if _learning(ctx, because):
+        return _decide(_INFO, "the run is still learning", because)
+    values = ctx.reward.values
+    if f.rule == "persist" and values and max(values) - min(values) > 1e-9:
+        because.append(f"train_reward moves: {min(values):.3g} to {max(values):.3g} lately")
+        return _decide(_INFO, "the steps between teach (critical if it lasts)", because)
+    return _decide(f.severity, "the run is not learning", because)
+
+
+def _spike(f: Finding, because: list[str]) -> Severity:
+    if f.rule != "ceiling":
+        return _decide(f.severity, "its own series", because)
+    steps = int(f.evidence.get("steps_beyond", 1))
+    if steps >= 2:
+        return _decide(_CRITICAL, f"beyond the ceiling for {steps} logged steps", because)
+    if float(f.evidence.get("times_ceiling", 0.0)) >= 100.0:
+        return _decide(_WARNING, "one step, but 100 times the ceiling or more", because)
+    return _decide(_INFO, "one step beyond the ceiling: an outlier until it persists", because)
