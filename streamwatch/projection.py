@@ -240,7 +240,9 @@ def target(
     numbers in its evidence (None for a kind that is not projected)."""
     ev = evidence
     if kind == "entropy_collapse" and isinstance(ref := ev.get("reference"), float):
-        ratio = cfg.entropy.collapse_critical_ratio  # critical below the start x this
+        # critical below the start x collapse_ratio once the reward has stopped rising, the
+        # course of a collapse (streamwatch.checks.judge)
+        ratio = cfg.entropy.collapse_ratio
         if indicator == "token_prob":  # watched as 1 - p: p rises towards 1
             return Target(1.0 - (1.0 - ref) * ratio, True, ("level", "log"))
         return Target(ref * ratio, False, ("level", "log"))
