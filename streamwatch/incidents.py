@@ -221,6 +221,12 @@ class IncidentBook:
         """The indicators with an incident of this kind open."""
         return {o.incident.indicator for o in self.open.values() if o.incident.kind == kind}
 
+    def healthy_updates(self, fid: str) -> int | None:
+        """Updates in a row in which the check saw health since it last saw this incident's
+        failure (0: it saw the failure last); None when the incident is not firing."""
+        current = self.open.get(fid)
+        return None if current is None else current.healthy
+
     def is_firing(self, kind: Kind, indicator: str) -> bool:
         return (kind, indicator) in self.firing
 

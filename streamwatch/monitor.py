@@ -239,6 +239,12 @@ class Monitor:
                 out[run_id] = cost
         return out
 
+    def healthy_updates(self, run_id: str, incident_id: str) -> int | None:
+        """How many updates in a row the incident's check has seen health since it last saw
+        the failure (0: the failure was its last verdict); None when it is not firing."""
+        run = self.runs.get(run_id)
+        return None if run is None else run.book.healthy_updates(incident_id)
+
     def firing(self) -> list[Incident]:
         """Incidents firing now, across runs."""
         return [o.incident for run in self.runs.values() for o in run.book.open.values()]

@@ -83,6 +83,8 @@ class Watcher:
         self.clock = clock
         self.actor = actor
         self.monitor = Monitor(config)
+        if actor is not None:
+            actor.probe = self.monitor.healthy_updates
         self.sinks = list(sinks)
         self.stats = WatchStats()
         self.tally = Tally()

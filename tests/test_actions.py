@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -36,9 +37,9 @@ from streamwatch.events import Event
 from streamwatch.incidents import Incident, Severity
 from streamwatch.monitor import Monitor
 from streamwatch.simulate import RunSpec, random_fault_spec, simulate_run
-from streamwatch.sources import FileSource
+from streamwatch.sources import read_events
 
-REAL = sorted((Path(__file__).parent / "data" / "real").glob("*.jsonl"))
+REAL_DIR = Path(__file__).parent / "data" / "real"
 STOP = ActionRule(do="stop", dry_run=False)
 
 
@@ -62,6 +63,7 @@ def actor(rules: Sequence[ActionRule], **kw: object) -> Actor:
 def drive(act: Actor, events: Iterable[Event], monitor: Monitor | None = None) -> list[Incident]:
     """Events through the engine and the actor as the service does; the action updates."""
     monitor = monitor or Monitor()
+    act.probe = monitor.healthy_updates
     out: list[Incident] = []
     for event in events:
         updates = monitor.process(event)
@@ -186,6 +188,7 @@ def test_a_failing_action_is_retried_then_set_aside_and_the_others_go_on(tmp_pat
     writes = ActionRule(do="stop_file", path=str(tmp_path / "{run_id}.stop"), dry_run=False)
     act = actor([failing, writes], clock=clock)
     monitor = Monitor()
+    act.probe = monitor.healthy_updates
     out: list[Incident] = []
     for event in collapse_events():
         out += act.see(event.run_id, event.step, event.tags, monitor.process(event))
@@ -213,6 +216,7 @@ def test_an_action_that_fails_once_succeeds_on_its_retry(tmp_path: Path) -> None
     )
     act = actor([rule], clock=clock)
     monitor = Monitor()
+    act.probe = monitor.healthy_updates
     for event in collapse_events():
         act.see(event.run_id, event.step, event.tags, monitor.process(event))
         act.poll()
@@ -254,6 +258,7 @@ def test_a_silence_blocks_the_action_until_it_expires(tmp_path: Path) -> None:
     add_silence(path, now=clock.now(), duration=60.0, run_id="collapse", kind="entropy_collapse")
     act = actor([STOP], clock=clock, silences=SilenceFile(path, check_every=0.0))
     monitor = Monitor()
+    act.probe = monitor.healthy_updates
     expired = False
     for event in events:
         act.see(event.run_id, event.step, event.tags, monitor.process(event))
@@ -309,8 +314,9 @@ def test_a_restart_before_the_confirmation_acts_once_after_it(tmp_path: Path) ->
     assert list(first.records) == []
     second = actor([STOP], action_log=ActionLog(log_path))
     second.adopt(critical.run_id, monitor.firing())  # as the service does after a hand-over
+    second.probe = monitor.healthy_updates
     for event in events[cut:]:
-        second.see(event.run_id, event.step, event.tags)
+        second.see(event.run_id, event.step, event.tags, monitor.process(event))
     assert [r.step for r in second.records] == [critical.step + STOP.confirm_steps]
 
 
@@ -420,13 +426,68 @@ def test_the_slack_message_says_what_was_done() -> None:
 # -- the default rule over the real corpus ------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", REAL, ids=[p.stem for p in REAL])
+def _healthy_real_runs() -> dict[str, Path]:
+    """Every healthy-labelled run of the corpus manifest, and the verl runs beside it (healthy
+    per tests/data/real/README.md) that the manifest leaves out; by id."""
+    with (REAL_DIR / "runs.toml").open("rb") as f:
+        runs = tomllib.load(f)["run"]
+    listed = {r["id"]: REAL_DIR / r["file"] for r in runs if r["label"] == "healthy"}
+    every = {(REAL_DIR / r["file"]).resolve() for r in runs}
+    unlisted = {p.stem: p for p in sorted(REAL_DIR.glob("*.jsonl")) if p.resolve() not in every}
+    return {**listed, **unlisted}
+
+
+#: Healthy runs on which the engine raises a critical incident that its check keeps seeing:
+#: defects of those checks, which the stop rule inherits. Strict: when a check is fixed, the
+#: mark must go.
+ENGINE_FALSE_CRITICALS = {
+    "unsloth-grpo-humaneval-qwen3-4b": "length_explosion at step 210 (206 -> 685 tokens on a "
+    "run that gained 2.5 points on HumanEval)",
+    "trl-grpo-hint-unfaithful": "no_learning_signal at step 155 (every group solved: "
+    "frac_reward_zero_std 1.0 with accuracy 0.98)",
+}
+HEALTHY = _healthy_real_runs()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(
+            p,
+            marks=pytest.mark.xfail(strict=True, reason=ENGINE_FALSE_CRITICALS[run])
+            if run in ENGINE_FALSE_CRITICALS
+            else (),
+            id=run,
+        )
+        for run, p in HEALTHY.items()
+    ],
+)
 def test_the_default_stop_rule_requests_no_stop_on_a_healthy_real_run(path: Path) -> None:
     act = actor([ActionRule(do="stop", dry_run=False)])
-    events = list(FileSource(path))
-    assert len(events) > 50
-    assert drive(act, events) == []
+    events = list(read_events([path]))
+    assert len(events) >= 30
+    drive(act, events)
+    assert [(r.kind, r.step) for r in act.records] == []
+
+
+def test_every_healthy_run_of_the_corpus_is_checked() -> None:
+    assert len(HEALTHY) >= 10
+    assert set(ENGINE_FALSE_CRITICALS) <= set(HEALTHY)
+
+
+def test_a_failure_its_check_no_longer_sees_is_not_confirmed_though_still_open() -> None:
+    # unsloth-grpo-gsm8k-qwen (healthy): a grad-norm spike at step 54 that its check sees
+    # no more; the incident stays open for resolve_after (20) updates, past the window
+    events = list(read_events([HEALTHY["unsloth-grpo-gsm8k-qwen"]]))
+    lifecycle_only = actor([STOP])
+    monitor = Monitor()
+    for event in events:
+        lifecycle_only.see(event.run_id, event.step, event.tags, monitor.process(event))
+    assert [(r.kind, r.step) for r in lifecycle_only.records] == [("metric_spike", 64)]
+    act = actor([STOP])
+    drive(act, events)
     assert list(act.records) == []
+    assert {d.reason for _, d in act.decisions} == {ActReason.NOT_CONFIRMED}
 
 
 def test_the_default_stop_rule_stops_the_simulated_collapse_it_is_compared_with() -> None:

@@ -108,6 +108,9 @@ class Actor:
         self.runs: dict[str, _Run] = {}
         self.records: deque[ActionRecord] = deque(maxlen=_KEEP_DECISIONS)  # made here
         self.decisions: deque[tuple[str, ActDecision]] = deque(maxlen=_KEEP_DECISIONS)
+        #: (run id, incident id) -> the updates its check has seen health since it last saw
+        #: the failure (``Monitor.healthy_updates``); the caller that owns the engine sets it
+        self.probe: Callable[[str, str], int | None] | None = None
         self._pending: dict[str, str] = {}  # key -> run id, of attempts running
         self._waiting: dict[str, str] = {}  # key -> run id, of retries to make
         if action_log is not None:
@@ -232,6 +235,7 @@ class Actor:
                     run_firing=firing,
                     inhibit=self.inhibit,
                     done=key in run.done,
+                    healthy=0 if self.probe is None else self.probe(run_id, inc.id),
                 )
                 self._say(run, key, inc, decision)
                 if decision.act:

@@ -101,12 +101,17 @@ def decide_action(
     run_firing: Iterable[Incident],
     inhibit: InhibitConfig,
     done: bool,
+    healthy: int | None = 0,
 ) -> ActDecision:
     """One rule, one firing incident, at the run's ``step``.
 
     ``since``: the step at which the incident reached the rule's severity; ``done``: this
     rule already acted on this incident (in this process or, per the action log or the
-    control topic, in an earlier one). Silences and inhibition apply as they do to alerts.
+    control topic, in an earlier one); ``healthy``: the updates in a row in which the
+    incident's check has seen health since it last saw the failure. An incident is confirmed
+    when ``confirm_steps`` have passed and its check still sees the failure (``healthy`` 0):
+    an incident stays open for ``resolve_after`` healthy updates, so being open is not
+    enough. Silences and inhibition apply as they do to alerts.
     """
     mismatch = match_rule(rule, inc, tags)
     if mismatch is not None:
@@ -116,6 +121,11 @@ def decide_action(
     firing_for = step - since
     if firing_for < rule.confirm_steps:
         why = f"firing for {firing_for} of {rule.confirm_steps} steps"
+        return ActDecision(False, ActReason.NOT_CONFIRMED, why)
+    if healthy is None:
+        return ActDecision(False, ActReason.NOT_FIRING, "no longer firing in the engine")
+    if healthy > 0:
+        why = f"its check has seen health for the last {healthy} update(s)"
         return ActDecision(False, ActReason.NOT_CONFIRMED, why)
     silence = silenced_by(inc, silences, now)
     if silence is not None:

@@ -97,6 +97,8 @@ class Service:
         # stalls are judged on ticks of this process's clock only (see _tick): sweeps on event
         # time would compare the clocks of different nodes
         self.monitor = Monitor(self.config, sweep_seconds=math.inf)
+        if actor is not None:
+            actor.probe = self.monitor.healthy_updates
         self._heard: dict[str, float] = {}  # run id -> when its last event was received
         self.counts = ServiceCounts()
         self._sinks: list[Sink] = []
