@@ -8,6 +8,7 @@ prints it.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections import Counter
 from pathlib import Path
@@ -56,7 +57,7 @@ def test_at_most_three_runs_per_repository() -> None:
 
 
 def test_every_raw_file_under_runs_is_in_the_manifest() -> None:
-    listed = {(REAL / r["file"]).resolve() for r in RUNS}
+    listed = {(REAL / r[key]).resolve() for r in RUNS for key in ("file", "raw") if key in r}
     for path in (REAL / "runs").rglob("*"):
         if path.is_file():
             assert any(path.resolve() == f or f in path.resolve().parents for f in listed), path
@@ -90,3 +91,14 @@ def test_file_is_read_with_its_steps(run: dict[str, Any]) -> None:
     assert len(steps) >= MIN_STEPS, f"{run['id']}: {len(steps)} logged steps"
     if "onset_step" in run:
         assert min(steps) <= run["onset_step"] <= max(steps), run["onset_step"]
+
+
+RECAST = [r for r in RUNS if "raw" in r]
+
+
+@pytest.mark.parametrize("run", RECAST, ids=[r["id"] for r in RECAST])
+def test_a_recast_file_holds_the_raw_rows_unchanged(run: dict[str, Any]) -> None:
+    """A committed JSON array of per-step dicts is replayed as the same dicts, one a line."""
+    raw = json.loads((REAL / run["raw"]).read_text(encoding="utf-8"))
+    lines = (REAL / run["file"]).read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == raw
