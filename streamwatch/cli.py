@@ -226,7 +226,7 @@ def _demo(args: argparse.Namespace) -> int:
         print(alerts.close(timeout=30), file=sys.stderr)
     s = monitor.stats
     print()
-    print("\n".join(format_runs(tally, shown)) or "no incidents")
+    print("\n".join(format_runs(tally, shown, monitor.spent())) or "no incidents")
     runs = tally.runs.values()
     fired = sum(t.fired for t in runs)
     counts = ", ".join(

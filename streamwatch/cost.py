@@ -2,10 +2,13 @@
 
 GPU-hours since the onset = steps since the onset x the run's own step time x its GPUs.
 
-- The step time is the mean of the last ``window`` values of the run's step-time metric
+- The step time is the mean time of those steps, as the run's step-time metric logged them
   (verl ``timing_s/step``, TRL ``step_time``, OpenRLHF, slime, prime-rl, ROLL: the
-  ``step_time`` indicator); a run that logs none is timed by its events' timestamps (the
-  seconds between its newest steps, over as many steps).
+  ``step_time`` indicator; a value logged every n steps stands for each of them), else as its
+  events' timestamps space them. The time elapsed by step is kept at a bounded number of
+  points (:class:`Clock`). An incident just raised has no steps yet: it gives the step time
+  now, the mean of the newest ``window`` values (or the timestamps' spacing over as many
+  steps), which is also what a step the clock has not reached yet is counted at.
 - The GPUs are, first found: an event tag (``gpus``, ``n_gpus``, ``num_gpus`` or
   ``world_size``), ``engine.cost.gpus`` in the config, verl's own performance metrics (it logs
   ``perf/throughput`` = ``perf/total_num_tokens`` / (``perf/time_per_step`` x GPUs)), or the
@@ -21,7 +24,7 @@ the result is the incident's ``cost`` field, plain JSON. :func:`describe_cost` s
 >>> meter = CostMeter(gpus=None)
 >>> for step in range(1, 101):
 ...     meter.observe(step, None)
-...     meter.timed(30.0)
+...     meter.timed(30.0, step)
 >>> cost = meter.price(since=40, until=100, sources=8)
 >>> cost["steps"], cost["step_seconds"], cost["gpus"], cost["gpu_hours"]
 (60, 30.0, 8, 4.0)
@@ -32,6 +35,7 @@ the result is the incident's ``cost`` field, plain JSON. :func:`describe_cost` s
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -48,6 +52,8 @@ _VERL_TOKENS, _VERL_THROUGHPUT, _VERL_TIME = (
 )
 #: events of a run whose metrics are searched for verl's performance metrics
 _PROBES = 20
+#: points a clock keeps (the newest step besides)
+_POINTS = 256
 
 #: what happened at the onset, per kind, for "~37 GPU-hours since entropy collapsed at step 812"
 _SINCE = {
@@ -69,8 +75,49 @@ _SINCE = {
 }
 
 
+class Clock:
+    """Seconds elapsed by step, at a bounded number of points: every ``stride`` steps, the
+    stride doubling (every other point dropped) whenever more than ``_POINTS`` are kept; the
+    newest step exactly. Between points the time is interpolated linearly."""
+
+    __slots__ = ("elapsed", "points", "step", "stride")
+
+    def __init__(self) -> None:
+        self.points: list[tuple[int, float]] = []
+        self.stride = 1
+        self.step = -1  # the newest step, and the seconds elapsed at its end
+        self.elapsed = 0.0
+
+    def add(self, step: int, elapsed: float) -> None:
+        if step <= self.step:
+            return
+        self.step, self.elapsed = step, elapsed
+        if not self.points or step - self.points[-1][0] >= self.stride:
+            self.points.append((step, elapsed))
+            if len(self.points) > _POINTS:
+                self.points = self.points[::2]
+                self.stride *= 2
+
+    def at(self, step: int) -> float | None:
+        """The seconds elapsed at ``step`` (None before the first step kept; the newest's
+        for a step after it)."""
+        pts = self.points
+        if not pts or step < pts[0][0]:
+            return None
+        if step >= self.step:
+            return self.elapsed
+        i = bisect_right(pts, (step, math.inf)) - 1
+        s0, e0 = pts[i]
+        s1, e1 = pts[i + 1] if i + 1 < len(pts) else (self.step, self.elapsed)
+        return e0 if s1 == s0 else e0 + (e1 - e0) * (step - s0) / (s1 - s0)
+
+    def clear(self) -> None:
+        self.points.clear()
+        self.stride, self.step, self.elapsed = 1, -1, 0.0
+
+
 class CostMeter:
-    """One run's step time and GPU count, for pricing its incidents.
+    """One run's step times and GPU count, for pricing its incidents.
 
     ``observe`` is called for every event (one comparison; a step's first event also notes
     its time), ``timed`` for every judged value of the step-time metric, ``tagged`` for
@@ -78,14 +125,15 @@ class CostMeter:
     incident is announced.
     """
 
-    __slots__ = ("_gpus", "_gpus_from", "marks", "newest", "probes", "timed_by", "times")
+    __slots__ = ("_gpus", "_gpus_from", "newest", "probes", "timed_by", "times", "wall", "work")
 
     def __init__(self, gpus: int | None, window: int = 32) -> None:
         self._gpus = gpus
         self._gpus_from = "config" if gpus is not None else ""
         self.times: deque[float] = deque(maxlen=window)  # the step-time metric's newest values
         self.timed_by = ""  # the step-time metric's name
-        self.marks: deque[tuple[int, float]] = deque(maxlen=window + 1)  # (step, ts) of steps
+        self.work = Clock()  # the step-time metric's values, added up
+        self.wall = Clock()  # the events' timestamps
         self.newest = -1  # the run's newest step
         self.probes = _PROBES
 
@@ -93,17 +141,23 @@ class CostMeter:
         if step > self.newest:
             self.newest = step
             if ts is not None:
-                self.marks.append((step, ts))
+                self.wall.add(step, ts)
 
     def restart(self, step: int) -> None:
         """The run resumed from a checkpoint at ``step``: its steps count again from there."""
         self.newest = step
-        self.marks.clear()
+        self.wall.clear()
+        self.work.clear()
 
-    def timed(self, seconds: float, metric: str = "") -> None:
-        if seconds > 0.0:
-            self.times.append(seconds)
-            self.timed_by = metric
+    def timed(self, seconds: float, step: int, metric: str = "") -> None:
+        """The step-time metric's value at ``step``: the time of each step since the last
+        one it was logged at (a framework that logs every 10 steps logs their mean)."""
+        if not seconds > 0.0 or step <= self.work.step:
+            return
+        self.times.append(seconds)
+        self.timed_by = metric
+        steps = step - self.work.step if self.work.step >= 0 else 1
+        self.work.add(step, self.work.elapsed + seconds * steps)
 
     def tagged(self, tags: Mapping[str, str]) -> None:
         """An event's tags: a GPU count there is the run's own word (it wins over the rest)."""
@@ -130,13 +184,32 @@ class CostMeter:
             self.probes = 0
 
     def step_seconds(self) -> tuple[float, str] | None:
-        """The run's step time and where it comes from, or None when nothing times it."""
+        """The run's step time now and where it comes from: the mean of the step-time
+        metric's newest values, else the timestamps' spacing over as many steps; None when
+        nothing times the run."""
         if self.times:
             return sum(self.times) / len(self.times), self.timed_by or "step time"
-        if len(self.marks) >= 2:
-            (s0, t0), (s1, t1) = self.marks[0], self.marks[-1]
-            if s1 > s0 and t1 > t0:
-                return (t1 - t0) / (s1 - s0), "event timestamps"
+        wall = self.wall
+        if wall.points and wall.step > wall.points[0][0]:
+            first = max(wall.step - (self.times.maxlen or 1), wall.points[0][0])
+            start = wall.at(first)
+            if start is not None and wall.elapsed > start:
+                return (wall.elapsed - start) / (wall.step - first), "event timestamps"
+        return None
+
+    def _spent(self, since: int, until: int, rate: float) -> tuple[float, str] | None:
+        """The seconds of steps ``since`` + 1 .. ``until`` by the step-time metric, else by
+        the timestamps (a step the clock has not reached yet at the current rate)."""
+        for clock, name in ((self.work, self.timed_by or "step time"), (self.wall, "")):
+            start = clock.at(since)
+            if start is None or clock.step < 0:
+                continue
+            end = clock.at(min(until, clock.step))
+            if end is None:
+                continue
+            seconds = end - start + max(until - clock.step, 0) * rate
+            if seconds > 0.0:
+                return seconds, name or "event timestamps"
         return None
 
     def gpus(self, sources: int) -> tuple[int | None, str]:
@@ -155,6 +228,9 @@ class CostMeter:
             return None
         seconds, timed_by = timing
         steps = max(until - since, 0)
+        spent = self._spent(since, until, seconds) if steps else None
+        if spent is not None:  # the steps' own times, added up
+            seconds, timed_by = spent[0] / steps, spent[1]
         gpus, gpus_from = self.gpus(sources)
         hours = steps * seconds / 3600.0
         return {
@@ -211,7 +287,8 @@ def _terms(cost: Mapping[str, Any]) -> str:
         return f"{float(silent):,.0f} s silent{tail}"
     seconds = float(cost["step_seconds"])
     each = f"{seconds:.3g} s"
-    return f"{cost['steps']:,} steps x {each}{tail}"
+    steps = int(cost["steps"])
+    return f"{steps:,} step{'' if steps == 1 else 's'} x {each}{tail}"
 
 
 def describe_cost(kind: str, cost: Mapping[str, Any] | None) -> str | None:

@@ -481,7 +481,7 @@ class RunState:
                 self._report(self.cap.kinds, "truncation_ratio", step, judged)
         if s.straggler is not None:
             if ind is _STEP_TIME:
-                self.meter.timed(x, s.metric)
+                self.meter.timed(x, step, s.metric)
             values, s.pending_values = s.pending_values, []
             found = s.straggler.update(step, values)
             self._report(s.straggler.kinds, s.name, step, found)

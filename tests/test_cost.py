@@ -51,27 +51,30 @@ def test_the_cost_of_an_incident_on_a_real_verl_run_checked_by_hand(broken_run: 
     gpus = m["perf/total_num_tokens"] / (m["perf/throughput"] * m["perf/time_per_step"])
     assert round(gpus) == 8 and abs(gpus - 8) < 1e-6  # the README of the data: 8 GPUs
     times = {r["step"]: r["metrics"]["timing_s/step"] for r in _rows() if r["step"] >= 1}
-    # the step time at step 80: the mean of the 32 newest timing_s/step, steps 49-80
-    step_seconds = sum(times[s] for s in range(49, 81)) / 32  # 598.03 s
-    # 20 steps (60 -> 80) x 598.03 s x 8 GPUs = 95,684 GPU-seconds = 26.58 GPU-hours
-    by_hand = (80 - 60) * step_seconds * 8 / 3600
-    assert round(step_seconds, 2) == 598.03 and round(by_hand, 2) == 26.58
+    # steps 61-80 as logged: 11,914.9 s in all, 595.75 s a step
+    seconds = sum(times[s] for s in range(61, 81))
+    # 20 steps x 595.75 s x 8 GPUs = 95,319 GPU-seconds = 26.48 GPU-hours
+    by_hand = seconds * 8 / 3600
+    assert round(seconds / 20, 2) == 595.75 and round(by_hand, 2) == 26.48
 
     cost = resolved.cost
     assert cost is not None
     assert cost["since_step"] == 60 and cost["steps"] == 20
     assert cost["gpus"] == 8 and cost["gpus_from"] == "verl perf/throughput"
     assert cost["step_time_from"] == "timing_s/step"
-    assert cost["step_seconds"] == pytest.approx(step_seconds, rel=1e-3)
+    assert cost["step_seconds"] == pytest.approx(seconds / 20, rel=1e-3)
     assert cost["gpu_hours"] == pytest.approx(by_hand, rel=1e-3)
-    # raised at its onset: nothing spent yet, the rate said instead
+    # raised at its onset: nothing spent yet; what a step burns now, from the mean of the 32
+    # newest step times (steps 29-60: 598.34 s): 598.34 x 8 / 3600 = 1.33 GPU-hours a step
     assert fired.cost is not None and fired.cost["steps"] == 0
+    now = sum(times[s] for s in range(29, 61)) / 32
+    assert fired.cost["step_seconds"] == pytest.approx(now, rel=1e-3)
 
-    # the run's compute after its first critical incident: steps 60 -> 105, the mean of the
-    # 32 newest step times (74-105: 599.62 s), 8 GPUs: 45 x 599.62 x 8 / 3600 = 59.96
+    # the run's compute after its first critical incident: steps 61-105 as logged,
+    # 26,816.5 s x 8 GPUs / 3600 = 59.59 GPU-hours
     last = max(times)
-    after = (last - 60) * sum(times[s] for s in range(last - 31, last + 1)) / 32 * 8 / 3600
-    assert last == 105 and round(after, 2) == 59.96
+    after = sum(times[s] for s in range(61, last + 1)) * 8 / 3600
+    assert last == 105 and round(after, 2) == 59.59
     spent = result.spent[fired.run_id]
     assert spent["gpu_hours"] == pytest.approx(after, rel=1e-3)
     summary = format_summary(result)
@@ -143,5 +146,22 @@ def test_slack_says_what_the_incident_cost(broken_run: Path) -> None:
     payload = slack_payload(msg)
     assert check_block_kit(payload) == []
     text = json.dumps(payload)
-    assert "~27 GPU-hours since metrics went non-finite at step 60" in text
-    assert "20 steps x 598 s x 8 GPUs" in text
+    assert "~26 GPU-hours since metrics went non-finite at step 60" in text
+    assert "20 steps x 596 s x 8 GPUs" in text
+
+
+def test_a_long_run_is_priced_from_a_bounded_clock() -> None:
+    from streamwatch.cost import CostMeter
+
+    meter = CostMeter(gpus=2)
+    times = [20.0 + (step % 97) * 0.5 + step / 100 for step in range(20_001)]  # slower and slower
+    for step in range(1, 20_001):
+        meter.observe(step, None)
+        meter.timed(times[step], step)
+    assert len(meter.work.points) <= 257
+    cost = meter.price(since=3_000, until=20_000, sources=0)
+    assert cost is not None
+    exact = sum(times[3_001:20_001]) * 2 / 3600
+    assert cost["gpu_hours"] == pytest.approx(exact, rel=1e-3)
+    # the mean of the newest step times alone would say 10% more: the run slowed down
+    assert cost["step_seconds"] * 1.05 < sum(times[-32:]) / 32
