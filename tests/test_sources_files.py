@@ -788,6 +788,42 @@ def test_flat_jsonl_steps_times_and_what_is_not_a_metric(tmp_path: Path) -> None
     assert events[0].run_id == tmp_path.name  # logging.jsonl: named after its directory
 
 
+def test_flat_jsonl_nested_by_group_reads_as_verl_names() -> None:
+    """EasyR1's experiment_log.jsonl nests its metrics (real rows: tests/data/real/runs.toml)."""
+    path = (
+        DATA
+        / "real"
+        / "runs"
+        / "easyr1-grpo-geometry3k-vl3b"
+        / "experiment_log_before_resume_step160.jsonl"
+    )
+    events, source = read(path)
+    assert source.format == "flat" and not source.problems
+    assert [e.step for e in events] == list(range(161))
+    assert same(
+        events[0].metrics,
+        {
+            "val/reward_score": 0.020798668265342712,
+            "val/overall_reward": 0.020798668885191347,
+            "val/format_reward": 0.0033277870216306157,
+            "val/accuracy_reward": 0.03826955074875208,
+            "val_response_length/mean": 368.9788159822163,
+            "val_response_length/max": 512.0,
+            "val_response_length/min": 77.47368421052632,
+            "val_response_length/clip_ratio": 0.2771710533844797,
+            "val_prompt_length/mean": 467.5858555843956,
+            "val_prompt_length/max": 638.1578947368421,
+            "val_prompt_length/min": 429.89473684210526,
+            "val_prompt_length/clip_ratio": 0.0,
+        },
+    )
+    step1 = events[1].metrics
+    assert step1["critic/score/mean"] == 0.01953125
+    assert step1["actor/kl_loss"] == 0.00043655536137521267
+    assert step1["response_length/clip_ratio"] == 0.2734375
+    assert step1["reward/accuracy"] == 0.0078125
+
+
 def test_flat_jsonl_is_detected(tmp_path: Path) -> None:
     path = write(tmp_path, "metrics.jsonl", json.dumps({"step": 1, "time": 1.0, "a": 1}) + "\n")
     assert detect_format(path) == "flat"

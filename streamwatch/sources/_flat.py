@@ -3,12 +3,16 @@
 prime-rl's ``metrics.jsonl`` (``{"step": 12, "time": ..., "loss/mean": ...}``), ms-swift's
 ``logging.jsonl`` (``"global_step/max_steps": "10/560"``), and any logger that writes one flat
 dict per step (``global_step``, W&B's ``_step``...). Values that are not numbers (text such as
-``"1.79%"``, lists, ``null``) are not metrics and are left out.
+``"1.79%"``, lists, ``null``) are not metrics and are left out. A logger that nests its metrics
+by group, as EasyR1's ``experiment_log.jsonl`` does (``{"step": 1, "actor": {"kl_loss": ...},
+"critic": {"score": {"mean": ...}}}``), is read with the groups joined by ``/``: verl's names.
 
 >>> flat_step({"global_step/max_steps": "10/560", "loss": 0.1})
 ('global_step/max_steps', 10)
 >>> flat_step({"loss": 0.1})
 (None, None)
+>>> flatten({"actor": {"kl_loss": 0.01}, "critic": {"score": {"mean": 0.5}}, "x": 1})
+{'actor/kl_loss': 0.01, 'critic/score/mean': 0.5, 'x': 1}
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from streamwatch.events import Event, to_float
 
 from ._reading import ReadContext
 
-__all__ = ["STEP_KEYS", "TIME_KEYS", "flat_step", "read_flat"]
+__all__ = ["STEP_KEYS", "TIME_KEYS", "flat_step", "flatten", "read_flat"]
 
 #: Keys that may hold the step, in order of preference.
 STEP_KEYS = (
@@ -58,6 +62,18 @@ def flat_step(obj: dict[str, object]) -> tuple[str | None, int | None]:
     return None, None
 
 
+def flatten(obj: dict[str, object], prefix: str = "") -> dict[str, object]:
+    """Nested objects' entries under their path joined by ``/``; other entries as they are."""
+    out: dict[str, object] = {}
+    for key, value in obj.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}/"))
+        else:
+            out[name] = value
+    return out
+
+
 def _time(obj: dict[str, object]) -> float | None:
     for key in TIME_KEYS:
         if key in obj:
@@ -90,7 +106,7 @@ def read_flat(ctx: ReadContext) -> Iterator[Event]:
         rid = obj.get("run_id") if ctx.run_id is None else ctx.run_id
         metrics = {
             k: v
-            for k, v in obj.items()
+            for k, v in flatten(obj).items()
             if k not in _NOT_METRICS and v is not None and to_float(v) is not None
         }
         if not metrics:
