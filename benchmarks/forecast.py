@@ -73,9 +73,11 @@ def main() -> None:
         print(f"unreadable: {problem}")
     trials = evaluate_runs(runs, args.min_steps)
     used = sorted({t.run for t in trials})
+    where = args.data.resolve()
+    shown = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where
     print(
-        f"{len(runs)} run(s) read from {len(files)} file(s) in {args.data}; "
-        f"{len(used)} with at least {args.min_steps} steps"
+        f"{len(runs)} run(s) read from {len(files)} file(s) in {shown}; "
+        f"{len(used)} with at least {args.min_steps} steps: {', '.join(used) or '-'}"
     )
     if not trials:
         print("no run is long enough: nothing measured, the last value is used everywhere")
