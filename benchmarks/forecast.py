@@ -20,7 +20,7 @@ from pathlib import Path
 
 from streamwatch.report.forecast import FRACTIONS, METHODS
 from streamwatch.report.forecast_eval import (
-    best_methods,
+    decisions,
     evaluate_runs,
     load_real_runs,
     real_run_files,
@@ -91,14 +91,25 @@ def main() -> None:
                 got = table.get((name, fraction, m))
                 cells.append(f"{got[0]:>12.4f} {got[1]:>6.0%} {got[2]:>3}" if got else f"{'-':>22}")
             print(f"{name:15} {f'1/{round(1 / fraction)}':>5} " + " ".join(cells))
-    choice = best_methods(trials)
+    found = decisions(trials)
+    choice = {k: d.method for k, d in found.items()}
     wins = [k for k, m in choice.items() if m == "entropy"]
     print(
-        "\nmethod used (the better simple forecast on the runs where both were fitted; the "
-        "entropy-reward one where it beat both on the runs where all three were):"
+        "\nmethod used: the better simple forecast on the runs where both were fitted; the "
+        "entropy-reward one where it beat both on the runs where all three were"
     )
-    for (name, fraction), method in sorted(choice.items()):
-        print(f"  {name} at 1/{round(1 / fraction)}: {method}")
+    for (name, fraction), d in sorted(found.items()):
+        simple = f"last {d.simple['last']:.4f}, saturating {d.simple['saturating']:.4f}"
+        every = (
+            f"; on the {d.every_runs} with entropy: last {d.every['last']:.4f}, saturating "
+            f"{d.every['saturating']:.4f}, entropy {d.every['entropy']:.4f}"
+            if d.every
+            else "; no run with entropy"
+        )
+        print(
+            f"  {name} at 1/{round(1 / fraction)}: {d.method} "
+            f"(on {d.simple_runs} runs: {simple}{every})"
+        )
     print(
         "entropy-reward forecast used at: "
         + (", ".join(f"{n} at 1/{round(1 / f)}" for n, f in sorted(wins)) or "nowhere")

@@ -79,13 +79,19 @@ CHOICE: dict[tuple[str, float], str] = {
     ("heldout_reward", 1 / 6): "last",
     ("heldout_reward", 1 / 3): "saturating",
     ("train_reward", 1 / 12): "last",
-    ("train_reward", 1 / 6): "saturating",
-    ("train_reward", 1 / 3): "saturating",
+    ("train_reward", 1 / 6): "last",
+    ("train_reward", 1 / 3): "last",
 }
 #: the real runs the choice was measured on (file names under tests/data/real)
 CHOICE_RUNS: tuple[str, ...] = (
     "runs/verl-ppo-gsm8k-dstack/verl_demo.log",
     "runs/unsloth-grpo-gsm8k-qwen/checkpoint-250/trainer_state.json",
+    "runs/unsloth-grpo-humaneval-qwen3-4b/checkpoint-1134/trainer_state.json",
+    "runs/trl-grpo-hint-unfaithful/checkpoint-300/trainer_state.json",
+    "runs/trl-grpo-text2sql-3b/trainer_state_1000steps.json",
+    "runs/trl-grpo-verilog-8b-v3/checkpoint-600/trainer_state.json",
+    "runs/trl-grpo-wordle-qwen3b/checkpoint-400/trainer_state.json",
+    "runs/trl-grpo-wordle-qwen3b-tb/logs",
 )
 
 

@@ -16,8 +16,10 @@ from .data import RunData, collect_runs
 from .forecast import FRACTIONS, METHODS, final_value, run_forecasts
 
 __all__ = [
+    "Decision",
     "Trial",
     "best_methods",
+    "decisions",
     "evaluate_runs",
     "load_real_runs",
     "real_run_files",
@@ -114,34 +116,52 @@ def summarise(
     return out
 
 
-def _median_errors(by_run: dict[str, dict[str, float]], methods: Sequence[str]) -> dict[str, float]:
-    """Each method's median error over the runs on which every one of ``methods`` was fitted
-    (empty when there is no such run)."""
+def _median_errors(
+    by_run: dict[str, dict[str, float]], methods: Sequence[str]
+) -> tuple[dict[str, float], int]:
+    """Each method's median error over the runs on which every one of ``methods`` was fitted,
+    and how many runs those are."""
     common = [errs for errs in by_run.values() if all(m in errs for m in methods)]
     if not common:
-        return {}
-    return {m: float(np.median([errs[m] for errs in common])) for m in methods}
+        return {}, 0
+    return {m: float(np.median([errs[m] for errs in common])) for m in methods}, len(common)
 
 
-def best_methods(trials: Sequence[Trial]) -> dict[tuple[str, float], str]:
+@dataclass(frozen=True)
+class Decision:
+    """Why a method was chosen for one (indicator, fraction)."""
+
+    method: str
+    simple: dict[str, float]  # last and saturating, on the runs where both were fitted
+    simple_runs: int
+    every: dict[str, float]  # all three, on the runs where all three were fitted
+    every_runs: int
+
+
+def decisions(trials: Sequence[Trial]) -> dict[tuple[str, float], Decision]:
     """Per (indicator, fraction): the better simple forecast (last value or saturating curve,
     on the runs where both were fitted; the last value on a tie), unless the entropy-reward
     forecast's median absolute error is below both on the runs where all three were."""
-    choice: dict[tuple[str, float], str] = {}
+    out: dict[tuple[str, float], Decision] = {}
     for indicator, fraction in sorted({(t.indicator, t.fraction) for t in trials}):
         by_run: dict[str, dict[str, float]] = {}
         for t in trials:
             if (t.indicator, t.fraction) == (indicator, fraction):
                 by_run.setdefault(t.run, {})[t.method] = t.error
-        simple = _median_errors(by_run, ("last", "saturating"))
+        simple, n_simple = _median_errors(by_run, ("last", "saturating"))
         if not simple:
             continue
         best = "saturating" if simple["saturating"] < simple["last"] else "last"
-        every = _median_errors(by_run, METHODS)
+        every, n_every = _median_errors(by_run, METHODS)
         if every and every["entropy"] < min(every["last"], every["saturating"]):
             best = "entropy"
-        choice[(indicator, fraction)] = best
-    return choice
+        out[(indicator, fraction)] = Decision(best, simple, n_simple, every, n_every)
+    return out
+
+
+def best_methods(trials: Sequence[Trial]) -> dict[tuple[str, float], str]:
+    """The method :func:`decisions` chose, per (indicator, fraction)."""
+    return {k: d.method for k, d in decisions(trials).items()}
 
 
 def load_real_runs(paths: Sequence[Path]) -> tuple[list[RunData], list[str]]:
