@@ -70,7 +70,7 @@ def run_watch(args: argparse.Namespace) -> int:
             watcher.close()
     s = watcher.stats
     print(f"watched {len(watcher.followers)} path(s): {s.events:,} events in {s.polls} polls")
-    shown = format_runs(watcher.tally, Severity(args.min_severity))
+    shown = format_runs(watcher.tally, Severity(args.min_severity), watcher.monitor.spent())
     print("\n".join(shown) or "no incidents")
     for record in actor.records if actor is not None else ():
         print(f"action {record.rule} on run {record.run_id}: {describe(record.entry())}")

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from streamwatch.alerting.message import Message
+from streamwatch.alerting.notify.discord import discord_payload
+from streamwatch.alerting.notify.email import email_message
 from streamwatch.alerting.notify.slack import check_block_kit, slack_payload
 from streamwatch.config import Config, EngineConfig
 from streamwatch.events import Event, Source
@@ -140,14 +142,28 @@ def test_the_meter_survives_a_snapshot() -> None:
     assert before is not None and before["gpus"] == 8
 
 
-def test_slack_says_what_the_incident_cost(broken_run: Path) -> None:
+def test_slack_email_and_discord_say_what_the_incident_cost(broken_run: Path) -> None:
     resolved = replay_files([broken_run]).incidents[1]
     msg = Message.build("slack", "g", {"run_id": resolved.run_id}, (resolved,))
     payload = slack_payload(msg)
     assert check_block_kit(payload) == []
-    text = json.dumps(payload)
-    assert "~26 GPU-hours since metrics went non-finite at step 60" in text
-    assert "20 steps x 596 s x 8 GPUs" in text
+    said = "~26 GPU-hours since metrics went non-finite at step 60 (20 steps x 596 s x 8 GPUs)"
+    assert said in json.dumps(payload)
+    assert said in json.dumps(discord_payload(msg))
+    mail = email_message(msg, sender="sw@example.com", to=("ml@example.com",))
+    assert said in mail.get_content()
+
+
+def test_the_report_says_what_each_run_spent(broken_run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("plotly")
+    from streamwatch.report import build_report
+
+    out = tmp_path / "report.html"
+    build_report([broken_run], out)
+    page = out.read_text()
+    assert "~60 GPU-hours spent after its first critical incident (step 60)" in page
+    assert "<th>cost, heading</th>" in page
+    assert "~26 GPU-hours since metrics went non-finite at step 60" in page
 
 
 def test_a_long_run_is_priced_from_a_bounded_clock() -> None:

@@ -33,6 +33,7 @@ from streamwatch.alerting.message import Message
 from streamwatch.alerting.notify.http import HttpRequest
 from streamwatch.alerting.notify.text import clip, flatten_evidence, header_text, incident_link
 from streamwatch.incidents import Incident, Status
+from streamwatch.notes import incident_notes
 
 __all__ = ["COLORS", "DiscordNotifier", "check_discord", "discord_payload"]
 
@@ -83,6 +84,9 @@ def _embed(inc: Incident, message: Message, link: str | None) -> dict[str, Any]:
     onset = f" (onset step {inc.onset_step})" if inc.onset_step is not None else ""
     title = f"{state} {inc.kind} on {inc.indicator} at step {inc.step}{onset}"
     text = _md(inc.message)
+    notes = incident_notes(inc)
+    if notes:
+        text += "\n" + _md(" · ".join(notes))
     if not resolved and inc.because:
         text += "\n**Why:** " + _md("; ".join(inc.because))
     if not resolved and inc.remedies:

@@ -38,6 +38,7 @@ from streamwatch.alerting.redact import Redactor
 from streamwatch.alerting.retry import SendResult
 from streamwatch.clock import Clock
 from streamwatch.incidents import Incident, Status
+from streamwatch.notes import incident_notes
 
 __all__ = ["EmailNotifier", "SmtpPoster", "email_message"]
 
@@ -51,6 +52,7 @@ def _block(inc: Incident, link: str | None) -> str:
     lines = [f"{state}  {inc.kind} on {inc.indicator} at step {inc.step}{onset}", inc.message]
     if inc.metric and inc.metric != inc.indicator:
         lines.append(f"metric: {inc.metric}")
+    lines += incident_notes(inc)
     if inc.status is Status.FIRING:
         lines += [f"why: {w}" for w in inc.because]
         lines += [f"  {k} = {v}" for k, v in flatten_evidence(inc.evidence)[:_KEY_EVIDENCE]]
