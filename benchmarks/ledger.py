@@ -8,7 +8,8 @@ distinguishable" (the target: at least 95%) and the false ones.
 Designs: 3 baseline seeds against 6 single-seed candidates (verl names), the same with
 TRL's names (which log the reward's std), 3 against 3 candidates of 2 seeds each with two of
 them still running (cut at half the steps), the same under Benjamini-Hochberg, and, for
-contrast, 1 baseline run against 3 single runs (no seed spread: within-run noise only).
+contrast, 1 baseline run against 3 single runs (no seed spread: within-run noise only). Then
+the power: how often an entropy collapse injected into every candidate is found.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import argparse
 import time
 
 from streamwatch.report.ledger_calibration import null_sweep
+from streamwatch.report.policy import Verdict
+from streamwatch.simulate import Fault
 
 DESIGNS = (
     ("3 vs 6x1, verl, Holm", {"baseline": 3, "per_candidate": 1, "n": 9}),
@@ -60,7 +63,31 @@ def main() -> None:
         f"designs with a seed spread: {calibrated}/{total} = {calibrated / max(total, 1):.1%} "
         "not distinguishable (target >= 95%)"
     )
+    power(args.sweeps, args.steps, seed)
     print(f"# {time.perf_counter() - start:.0f} s")
+
+
+def power(sweeps: int, steps: int, seed: int) -> None:
+    """The other side of calibration: candidates of 2 seeds whose entropy collapses at 40% of
+    the run, against 3 baseline seeds. How often is entropy found worse?"""
+    found = total = 0
+    for _ in range(sweeps):
+        fault = Fault("entropy_collapse", int(0.4 * steps))
+        sweep = null_sweep(
+            range(seed, seed + 9),
+            baseline=3,
+            per_candidate=2,
+            steps=steps,
+            candidate_faults=(fault,),
+        )
+        seed += 9
+        for e in sweep.ledger.entries:
+            total += 1
+            found += e.verdicts().get("entropy") is Verdict.WORSE
+    print(
+        f"power: entropy collapse at 40% of the run, 2 seeds vs 3: entropy worse for {found}/"
+        f"{total} candidates"
+    )
 
 
 if __name__ == "__main__":

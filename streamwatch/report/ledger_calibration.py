@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamwatch.simulate import RunSpec, simulate_run, write_jsonl
+from streamwatch.simulate import Fault, RunSpec, simulate_run, write_jsonl
 
 from .ledger import Ledger, build_ledger
 from .ledger_runs import Arm, read_runs
@@ -49,8 +49,11 @@ def null_sweep(
     running: int = 0,
     cut: float = 0.5,
     correction: str = "holm",
+    candidate_faults: tuple[Fault, ...] = (),
 ) -> NullSweep:
-    """One null sweep over ``seeds`` (the first ``baseline`` of them the baseline)."""
+    """One null sweep over ``seeds`` (the first ``baseline`` of them the baseline).
+    ``candidate_faults``: injected into every candidate run instead, to measure the power to
+    see a real effect (the sweep is then no longer null)."""
     with tempfile.TemporaryDirectory(prefix="sw-null-") as tmp:
         paths = []
         for k, seed in enumerate(seeds):
@@ -61,6 +64,7 @@ def null_sweep(
                 hosts=1,
                 ranks_per_host=1,
                 framework=framework,
+                faults=candidate_faults if k >= baseline else (),
             )
             events = simulate_run(spec)
             first = k - baseline
