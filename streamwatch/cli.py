@@ -8,12 +8,9 @@ numpy or plotly; each command imports what it runs.
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -120,23 +117,24 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from streamwatch.cli_sinks import incident_sinks
     from streamwatch.config import load_config
+    from streamwatch.incidents import Severity
     from streamwatch.replay import format_summary, format_verbose, progress_stream, replay_files
 
     config = load_config(args.config)
-    with incident_sinks(args, config) as sinks:
+    with incident_sinks(args, config) as outputs:
         result = replay_files(
             args.paths,
             config,
-            sinks=sinks,
+            sinks=outputs.sinks,
             format=args.format,
             run_id=args.run_id,
             run_id_from=args.run_id_from,
             keep_incidents=False,
             progress=progress_stream(),
         )
-    from streamwatch.incidents import Severity
-
     print(format_summary(result, Severity(args.min_severity)))
+    for line in outputs.muted.summary():
+        print(line)
     if args.verbose:
         print(format_verbose(result))
     if result.events == 0:
@@ -296,30 +294,12 @@ def _parse_fault(text: str) -> tuple[int, Fault]:
         raise ValueError(f"--fault {text!r}: {exc}") from exc
 
 
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-@contextmanager
-def _placeholders(names: list[str]) -> Iterator[None]:
-    """Stand-ins for unset environment variables, so that a config checks offline."""
-    for name in names:
-        os.environ[name] = f"https://unset.invalid/{name}"
-    try:
-        yield
-    finally:
-        for name in names:
-            os.environ.pop(name, None)
-
-
 def _check_config(args: argparse.Namespace) -> int:
     from streamwatch.config import load_config
+    from streamwatch.config_refs import stand_ins, unset_references
 
-    try:
-        text = Path(args.path).read_text(encoding="utf-8")
-    except OSError:
-        text = ""  # load_config says why it cannot be read
-    unset = sorted({n for n in _ENV_REF.findall(text) if n not in os.environ})
-    with _placeholders(unset):
+    unset = unset_references(args.path)
+    with stand_ins(unset):
         config = load_config(args.path)
     print(f"{args.path}: ok")
     if unset:

@@ -52,12 +52,12 @@ def run_watch(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     clock = SystemClock()
     actor = build_actor(args, config, stop=False)
-    with stop_on_signals() as stop, incident_sinks(args, config, append=True) as sinks:
+    with stop_on_signals() as stop, incident_sinks(args, config, append=True) as outputs:
         watcher = Watcher(
             args.paths,
             clock,
             config,
-            sinks=sinks,
+            sinks=outputs.sinks,
             format=args.format,
             run_id=args.run_id,
             on_note=_note,
@@ -71,7 +71,7 @@ def run_watch(args: argparse.Namespace) -> int:
     s = watcher.stats
     print(f"watched {len(watcher.followers)} path(s): {s.events:,} events in {s.polls} polls")
     shown = format_runs(watcher.tally, Severity(args.min_severity), watcher.monitor.spent())
-    print("\n".join(shown) or "no incidents")
+    print("\n".join(shown + outputs.muted.summary()) or "no incidents")
     for record in actor.records if actor is not None else ():
         print(f"action {record.rule} on run {record.run_id}: {describe(record.entry())}")
     for why in watcher.not_followed.values():

@@ -156,7 +156,8 @@ def test_silence_file_add_expire_and_reload(tmp_path: Path) -> None:
 
 
 def test_parse_duration() -> None:
-    assert parse_duration("90") == 90
+    with pytest.raises(ValueError, match="has no unit: write 90s, 90m"):
+        parse_duration("90")
     assert parse_duration("2h") == 7200
     assert parse_duration("1d2h30m15s") == 86400 + 7200 + 1800 + 15
     for bad in ("", "2x", "h", "-5", "2h 3m"):

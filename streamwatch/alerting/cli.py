@@ -206,7 +206,9 @@ def add_silence_commands(subparsers: Any) -> None:
     a.add_argument("--run", default="*", metavar="GLOB", help="run id glob, e.g. 'grpo-*'")
     a.add_argument("--kind", choices=KINDS, metavar="KIND", help="incident kind")
     a.add_argument("--indicator", default="*", metavar="GLOB", help="indicator glob")
-    a.add_argument("--duration", default="2h", help="how long: 90s, 30m, 2h, 1d (default 2h)")
+    a.add_argument(
+        "--duration", default="2h", help="how long, with its unit: 90s, 30m, 2h, 1d, 1w, 1h30m"
+    )
     a.add_argument("--comment", default="", help="why")
     a.add_argument("--author", default=os.environ.get("USER", ""), help="who")
     _location_args(a)
@@ -282,7 +284,14 @@ def add_test_route_command(subparsers: Any) -> None:
 
 
 def run_test_route(args: argparse.Namespace) -> int:
+    """The routes tried with a sample incident; with ``--dry-run`` the receivers' secrets
+    (``${NAME}`` in the config) need not be set: nothing is sent."""
     from streamwatch.alerting.route_check import check_routes
+    from streamwatch.config_refs import stand_ins, unset_references
 
-    config = alerting_from_args(args, _alerting(args.config))
+    unset = unset_references(args.config) if args.dry_run else []
+    with stand_ins(unset):
+        config = alerting_from_args(args, _alerting(args.config))
+    if unset:
+        print(f"unset (a real send needs them): {', '.join(unset)}")
     return check_routes(config, args, out=sys.stdout)

@@ -275,7 +275,9 @@ class Outbox:
                 message.id,
                 reason,
             )
-            outcome = Outcome(self.name, message.id, "spooled", reason, entry.last_status)
+            outcome = Outcome(
+                self.name, message.id, "spooled", reason, entry.last_status, entry.attempts
+            )
             self._report(outcome)
         else:
             log.warning(

@@ -9,11 +9,13 @@ and sent-log are left alone.
 from __future__ import annotations
 
 import argparse
+import logging
 import tempfile
 from typing import Any, TextIO
 
 from streamwatch.alerting.config import AlertingConfig, Route
 from streamwatch.alerting.decide import decide_update
+from streamwatch.alerting.delivery import Outcome
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.route import describe_route, explain_routes, receivers_for
 from streamwatch.alerting.silence import Silence, read_silences
@@ -156,8 +158,14 @@ def _send(
             }
         )
         dispatcher = Dispatcher(trial, state_dir=state)
-        dispatcher.send(sample)
-        dispatcher.close(timeout)
+        delivery_log = logging.getLogger("streamwatch.alerting.delivery")
+        level = delivery_log.level
+        delivery_log.setLevel(logging.ERROR)  # its spool is this temporary one: said below
+        try:
+            dispatcher.send(sample)
+            dispatcher.close(timeout)
+        finally:
+            delivery_log.setLevel(level)
         outcomes = {o.receiver: o for o in dispatcher.outcomes}
     ok = True
     for name in names:
@@ -167,5 +175,16 @@ def _send(
             ok = False
             continue
         ok &= o.action == "delivered"
-        print(f"  {name}: {o.action} after {o.attempts} attempt(s): {o.reason}", file=out)
+        print(f"  {name}: {_said(o)}", file=out)
     return 0 if ok else 1
+
+
+def _said(o: Outcome) -> str:
+    """How a delivery went. test-route keeps nothing: a message the receiver did not take is
+    not spooled for later (its state directory is a temporary one), whatever a service would
+    have done with it."""
+    if o.action == "delivered":
+        return f"delivered after {o.attempts} attempt(s): {o.reason}"
+    if o.action in ("spooled", "set_aside"):
+        return f"not delivered: {o.reason}; nothing kept (test-route spools nothing)"
+    return f"not delivered: {o.action} after {o.attempts} attempt(s): {o.reason}"

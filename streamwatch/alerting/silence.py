@@ -91,15 +91,21 @@ def silenced_by(inc: Incident, silences: Iterable[Silence], now: float) -> Silen
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
 def parse_duration(text: str) -> float:
-    """Seconds from ``90``, ``90s``, ``30m``, ``2h``, ``1d``, ``1h30m``."""
+    """Seconds from ``90s``, ``30m``, ``2h``, ``1d``, ``1w``, ``1h30m``. A bare number is
+    refused: ``2`` might be meant as hours as well as seconds.
+
+    >>> parse_duration("2")
+    Traceback (most recent call last):
+    ...
+    ValueError: duration '2' has no unit: write 2s, 2m, 2h, 2d or 2w
+    """
     t = text.strip().lower()
-    with contextlib.suppress(ValueError):
-        value = float(t)
-        if value > 0:
-            return value
+    if _NUMBER.fullmatch(t):
+        raise ValueError(f"duration {text!r} has no unit: write {t}s, {t}m, {t}h, {t}d or {t}w")
     parts = _DURATION.findall(t)
     if not parts or "".join(n + u for n, u in parts) != t:
         raise ValueError(f"duration {text!r}: expected e.g. 90s, 30m, 2h, 1d or 1h30m")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TextIO
 
 from streamwatch.incidents import Incident, Severity, Status
@@ -38,17 +39,27 @@ def _num(v: object) -> str:
 
 
 class ConsoleSink:
-    """Prints incident updates as they happen, with the first remedy under firing ones."""
+    """Prints incident updates as they happen, with the first remedy under firing ones;
+    ``note`` adds a word to a line (which silence muted it)."""
 
-    def __init__(self, stream: TextIO | None = None, *, min_severity: Severity = Severity.INFO):
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        min_severity: Severity = Severity.INFO,
+        note: Callable[[Incident], str] | None = None,
+    ):
         self.stream = stream or sys.stdout
         self.colour = self.stream.isatty()
         self.min_severity = min_severity
+        self.note = note
 
     def send(self, inc: Incident) -> None:
         if inc.severity.rank < self.min_severity.rank:
             return
-        print(format_incident(inc, self.colour), file=self.stream)
+        line = format_incident(inc, self.colour)
+        extra = self.note(inc) if self.note is not None else ""
+        print(f"{line}  ({extra})" if extra else line, file=self.stream)
         if inc.status is Status.FIRING and inc.remedies:
             print(f"         try: {inc.remedies[0]}", file=self.stream)
         self.stream.flush()  # a line as it happens, also into a pipe or a file
