@@ -38,6 +38,7 @@ NEEDED = {
     "test-route": [],
     "report": ["x.jsonl"],
     "compare": ["-b", "x.jsonl", "-c", "y.jsonl"],
+    "ledger": ["-b", "x.jsonl", "-c", "a=y.jsonl", "a change"],
     "run": ["--bootstrap-servers", "127.0.0.1:9"],
     "publish": ["x.jsonl", "--bootstrap-servers", "127.0.0.1:9"],
     "record": ["-o", "x.jsonl", "--bootstrap-servers", "127.0.0.1:9"],
