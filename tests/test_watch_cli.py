@@ -31,6 +31,7 @@ TRL_CONSOLE = FORMATS / "trl-grpo-run_terminal.md"
 VERL_CONSOLE = FORMATS / "verl-console" / "rllm-issue-54.log"
 VERL_TB = FORMATS / "tensorboard" / "q3b_fsdp_base"
 KL_NAN = DATA / "field" / "ms-swift-4465-kl-nan-step-300.jsonl"
+ZERO_REWARD = DATA / "field" / "verl-2088-all-rewards-zero.jsonl"
 STREAMWATCH = [sys.executable, "-m", "streamwatch.cli"]
 
 
@@ -158,9 +159,10 @@ def test_watch_a_dir_that_never_gets_a_log_exits_3(
 def test_watch_fail_on_gives_the_replay_exit_codes(
     tmp_path: Path, fail_on: str | None, code: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The real TRL console log raises warnings, nothing critical: as ``replay --fail-on``."""
-    log = tmp_path / "run_terminal.log"
-    shutil.copy(TRL_CONSOLE, log)
+    """A real verl step where every reward is 0 raises a warning, nothing critical: watch
+    exits as ``replay --fail-on`` does."""
+    log = tmp_path / ZERO_REWARD.name
+    shutil.copy(ZERO_REWARD, log)
     flags = ["--fail-on", fail_on] if fail_on else []
     args = ["--quiet", *flags, str(log)]
     assert main(["watch", "--poll", "0.05", "--idle-exit", "0.2", *args]) == code
