@@ -22,6 +22,8 @@ class Binding:
     indicator: str
     metric: str
     kinds: tuple[str, ...]  # the incident kinds its checks can raise
+    #: the words it was bound by, when no alias or preset names it (``reward + std``)
+    pattern: str | None = None
 
 
 @dataclass
@@ -56,13 +58,15 @@ def run_bindings(monitor: Monitor, limit: int = MAX_RUNS) -> list[RunBindings]:
     """The bindings of the monitor's runs (the first ``limit``, by name)."""
     out: list[RunBindings] = []
     resolve = monitor.indicators.resolve
+    pattern = monitor.indicators.pattern
     for run_id in sorted(monitor.runs)[:limit]:
         run = monitor.runs[run_id]
         rb = RunBindings(run_id)
         for indicator in Indicator:
             metric = run.bound.get(indicator)
             if metric is not None and metric in run.series:
-                rb.bound.append(Binding(indicator.value, metric, _kinds(run.series[metric], run)))
+                kinds = _kinds(run.series[metric], run)
+                rb.bound.append(Binding(indicator.value, metric, kinds, pattern(metric)))
         fed = set(run.bound.values())
         for metric in sorted(run.series):
             if metric in fed:
@@ -83,8 +87,10 @@ def format_bindings(runs: list[RunBindings], indent: str = "  ") -> list[str]:
         width = max((len(b.indicator) for b in rb.bound), default=0)
         mwidth = max((len(b.metric) for b in rb.bound), default=0)
         for b in rb.bound:
+            how = f"  (by its words: {b.pattern})" if b.pattern else ""
             lines.append(
-                f"{indent}  {b.indicator:<{width}} <- {b.metric:<{mwidth}}  {', '.join(b.kinds)}"
+                f"{indent}  {b.indicator:<{width}} <- {b.metric:<{mwidth}}  "
+                f"{', '.join(b.kinds)}{how}"
             )
         if not rb.bound:
             lines.append(f"{indent}  no metric feeds an indicator (add aliases to the config)")

@@ -478,6 +478,9 @@ class EngineConfig(_Section):
 class IndicatorSettings(_Section):
     presets: tuple[str, ...] = tuple(PRESETS)
     aliases: dict[str, str] = Field(default_factory=dict, description="metric glob -> indicator")
+    patterns: bool = Field(
+        True, description="bind names no alias or preset knows by their words (mean_reward)"
+    )
 
 
 class Config(_Section):

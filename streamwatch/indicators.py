@@ -2,8 +2,10 @@
 
 A metric name resolves to at most one indicator. Presets cover verl, TRL (raw names and
 with transformers' ``train/``/``eval/`` prefixes), OpenRLHF, NeMo RL, slime, prime-rl, SkyRL,
-AReaL, ROLL and ms-swift; user aliases (config ``indicators.aliases``) come first. Patterns
-are shell-style globs (``val-core/*/reward/mean@*``).
+AReaL, ROLL, ms-swift and mlx-lm; user aliases (config ``indicators.aliases``) come first.
+Rules are exact names or shell-style globs (``val-core/*/reward/mean@*``). A name that no
+rule matches is bound by the words in it, last (:mod:`streamwatch.name_patterns`:
+``mean_reward`` is a train reward), unless ``patterns`` is off.
 
 >>> print(IndicatorMap().resolve("actor/entropy"))
 entropy
@@ -13,6 +15,10 @@ heldout_reward
 entropy
 >>> IndicatorMap().resolve("perf/mfu/actor") is None
 True
+>>> print(IndicatorMap().resolve("mean_reward"), IndicatorMap(patterns=False).resolve("reward"))
+train_reward train_reward
+>>> IndicatorMap(patterns=False).resolve("mean_reward") is None
+True
 """
 
 from __future__ import annotations
@@ -21,9 +27,13 @@ from collections.abc import Mapping
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
+from streamwatch import name_patterns
+
 __all__ = ["PRESETS", "Indicator", "IndicatorMap", "is_glob"]
 
 _MAX_CACHED = 100_000
+#: ranks per pattern rule: a name with more words beside the rule's ranks later within it
+_PER_RULE = 100
 
 
 class Indicator(StrEnum):
@@ -223,6 +233,27 @@ PRESETS: dict[str, tuple[tuple[str, Indicator], ...]] = {
         ("entropy/mean", _I.ENTROPY),
         ("rollout_correction/*kl*", _I.PROB_MISMATCH),
     ),
+    # mlx-lm's GRPO trainer (mlx-lm-lora, and the GRPO of ml-explore/mlx-examples#1233): the
+    # names it prints on the console (``Iter 5: Train loss 0.1, Total rewards mean ...``),
+    # then the keys it hands its training callback (W&B); both stds are of every completion's
+    # reward, the grouped one first
+    "mlx_lm": (
+        ("Total rewards mean", _I.TRAIN_REWARD),
+        ("Grouped rewards std", _I.REWARD_STD),
+        ("Total rewards std", _I.REWARD_STD),
+        ("KL", _I.KL),
+        ("Train loss", _I.LOSS),
+        ("Clip fraction", _I.CLIP_FRACTION),
+        ("Avg length", _I.RESPONSE_LENGTH),
+        ("Average Generated Tokens", _I.RESPONSE_LENGTH),
+        ("Val total_rewards_mean", _I.HELDOUT_REWARD),
+        ("train_total_rewards_mean", _I.TRAIN_REWARD),
+        ("train_grouped_rewards_std", _I.REWARD_STD),
+        ("train_total_rewards_std", _I.REWARD_STD),
+        ("train_kl", _I.KL),
+        ("train_loss", _I.LOSS),
+        ("val_total_rewards_mean", _I.HELDOUT_REWARD),
+    ),
     "streamwatch": (
         ("token_prob", _I.TOKEN_PROB),
         ("*/mean_token_prob", _I.TOKEN_PROB),
@@ -238,8 +269,9 @@ class IndicatorMap:
 
     A metric's rank says how strongly it claims its indicator: user aliases before presets;
     within each, every exact name before any glob; then the order of the rules (presets in
-    the configured order). When several metrics of one run resolve to the same indicator,
-    the lowest rank feeds it, whichever metric arrives first.
+    the configured order); after them all, a name bound by its words (by pattern rule, then
+    by how few other words it has). When several metrics of one run resolve to the same
+    indicator, the lowest rank feeds it, whichever metric arrives first.
 
     >>> m = IndicatorMap()
     >>> print(m.resolve("eval_reward"), m.resolve("eval_rewards/accuracy/mean"))
@@ -252,6 +284,7 @@ class IndicatorMap:
         self,
         presets: tuple[str, ...] = tuple(PRESETS),
         aliases: Mapping[str, str] | None = None,
+        patterns: bool = True,
     ) -> None:
         unknown = [p for p in presets if p not in PRESETS]
         if unknown:
@@ -279,8 +312,11 @@ class IndicatorMap:
                     else:
                         self._globs.append((pattern, ind, rank))
                     rank += 1
+        #: the first rank of a name bound by its words
+        self.patterned = rank
+        self.patterns = patterns
         #: the rank of a metric that matches no rule
-        self.unranked = rank
+        self.unranked = rank + (len(name_patterns.RULES) + 1) * _PER_RULE
         self._cache: dict[str, tuple[Indicator | None, int]] = {}
 
     def lookup(self, metric: str) -> tuple[Indicator | None, int]:
@@ -293,11 +329,29 @@ class IndicatorMap:
         if found is None:
             found = next(
                 ((ind, rank) for pattern, ind, rank in self._globs if fnmatchcase(metric, pattern)),
-                (None, self.unranked),
+                None,
             )
+        if found is None:
+            found = self._by_words(metric)
         if len(self._cache) < _MAX_CACHED:
             self._cache[metric] = found
         return found
+
+    def _by_words(self, metric: str) -> tuple[Indicator | None, int]:
+        matched = name_patterns.match(metric) if self.patterns else None
+        if matched is None:
+            return None, self.unranked
+        rank = self.patterned + matched.rule * _PER_RULE + min(matched.extra, _PER_RULE - 1)
+        return Indicator(matched.indicator), rank
+
+    def pattern(self, metric: str) -> str | None:
+        """The words by which the metric was bound (``reward + std``), or None when a rule
+        (or nothing) binds it."""
+        rank = self.lookup(metric)[1]
+        if not self.patterned <= rank < self.unranked:
+            return None
+        matched = name_patterns.match(metric)
+        return matched.what if matched else None
 
     def resolve(self, metric: str) -> Indicator | None:
         """The metric's indicator, or None when no rule matches it."""

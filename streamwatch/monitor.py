@@ -55,9 +55,8 @@ class Monitor:
     ) -> None:
         self.config = config or Config()
         self.engine: EngineConfig = self.config.engine
-        self.indicators = IndicatorMap(
-            self.config.indicators.presets, self.config.indicators.aliases
-        )
+        ind = self.config.indicators
+        self.indicators = IndicatorMap(ind.presets, ind.aliases, ind.patterns)
         self.runs: dict[str, RunState] = {}
         self.stats = MonitorStats()
         self.now = -math.inf

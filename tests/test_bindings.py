@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,101 @@ def test_every_preset_names_only_known_indicators_and_no_rule_twice() -> None:
         patterns = [p for p, _ in rules]
         assert len(patterns) == len(set(patterns)), name
         assert all(isinstance(ind, Indicator) for _, ind in rules)
+
+
+# -- names no preset knows: bound by their words, after every rule ---------------------------
+
+
+def test_a_name_no_rule_knows_is_bound_by_its_words_after_every_rule() -> None:
+    m = IndicatorMap()
+    assert m.resolve("mean_reward") is Indicator.TRAIN_REWARD
+    assert m.pattern("mean_reward") == "reward"
+    assert m.pattern("reward") is None  # TRL's own name: a preset rule
+    # after every preset rule, before nothing
+    assert max(m.rank(n) for n in ("reward", "critic/score/mean", "val-core/x/reward/mean@1")) < (
+        m.rank("mean_reward")
+    )
+    assert m.rank("mean_reward") < m.unranked
+    # the closer name first: fewer words beside the rule's own
+    assert m.rank("Total rewards mean") < m.rank("r1_accuracy_reward_func mean")
+    assert IndicatorMap(patterns=False).lookup("mean_reward") == (None, IndicatorMap().unranked)
+
+
+@pytest.mark.parametrize(
+    ("name", "indicator"),
+    [
+        ("mean_reward", "train_reward"),
+        ("Total rewards std", "reward_std"),
+        ("Grouped rewards std", "reward_std"),
+        ("KL", "kl"),
+        ("frac_reward_zero_std", "zero_variance_groups"),
+        ("meanReward", "train_reward"),
+        ("Val total_rewards_mean", "heldout_reward"),
+        ("clipped_ratio", "truncation_ratio"),
+        ("mean_length", "response_length"),
+        ("Training Loss", "loss"),
+        # what no word rule may take: a setting, an evaluation's non-score, a prompt's length
+        ("actor/kl_coef", None),
+        ("Val kl", None),
+        ("eval_frac_reward_zero_std", None),
+        ("prompt_length/clip_ratio", None),
+        ("prompt_length/mean", None),
+        ("Learning Rate", None),
+        ("Tokens/sec", None),
+    ],
+)
+def test_what_a_name_is_bound_to_by_its_words(name: str, indicator: str | None) -> None:
+    found = IndicatorMap(presets=("verl",)).resolve(name)  # verl knows none of them
+    assert (found.value if found else None) == indicator
+
+
+def test_inspect_says_which_metrics_were_bound_by_their_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from streamwatch.cli import main
+
+    log = tmp_path / "custom.jsonl"
+    rows = [
+        {"run_id": "custom", "step": s, "metrics": {"mean_reward": 0.1 * s, "reward": 0.1 * s}}
+        for s in range(1, 4)
+    ]
+    log.write_text("".join(f"{json.dumps(r)}\n" for r in rows), encoding="utf-8")
+    assert main(["inspect", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "train_reward <- reward " in out  # TRL's name, a preset rule, outranks the words
+    assert "mean_reward: matches train_reward, outranked" in out
+    rows = [{"run_id": "custom", "step": s, "metrics": {"mean_reward": 0.1 * s}} for s in (1, 2)]
+    log.write_text("".join(f"{json.dumps(r)}\n" for r in rows), encoding="utf-8")
+    assert main(["inspect", str(log)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "<- mean_reward" in x)
+    assert line.strip().startswith("train_reward") and line.endswith("(by its words: reward)")
+
+
+@pytest.mark.parametrize("case", ["trl-5697-quickstart-truncation", "unsloth-2291-loss-zero-table"])
+def test_field_rows_in_a_users_own_names_need_no_alias(case: str) -> None:
+    """Two public reports whose tables name TRL's metrics in the user's own words
+    (``reward_mean``, ``clipped_ratio``, ``Training Loss``): their words bind them as the
+    aliases written for them did (and unsloth's ``completion_length``, which had none), and
+    the same incidents fire: truncation and no signal in one, nothing in the healthy one."""
+    from streamwatch.config import Config
+    from streamwatch.incidents import Status
+    from streamwatch.replay import replay_files
+
+    field = Path(__file__).parent / "data" / "field"
+    (spec,) = [c for c in json.loads((field / "cases.json").read_text("utf-8")) if c["id"] == case]
+    path = field / f"{case}.jsonl"
+    aliases = {"indicators": {"aliases": spec["aliases"]}}
+    with_aliases = replay_files([path], Config.model_validate(aliases))
+    by_words = replay_files([path])
+
+    def fired(result: object) -> list[tuple[str, str, int]]:
+        return [
+            (i.kind, i.severity.value, i.step)
+            for i in result.incidents  # type: ignore[attr-defined]
+            if i.status is Status.FIRING
+        ]
+
+    assert fired(by_words) == fired(with_aliases)
+    (run,) = by_words.bindings
+    words = {b.metric: b.indicator for b in run.bound if b.pattern}
+    assert spec["aliases"].items() <= words.items()

@@ -89,7 +89,7 @@ _LATE = "gradual ramps are caught late or not at all (benchmarks/detection.py)"
 #: Gradual kinds not yet detected in every run.
 _MISSED: frozenset[str] = frozenset()
 #: Gradual kinds detected later than the target (median).
-_SLOW = frozenset({"reward_chaos", "reward_hacking", "no_learning_signal"})
+_SLOW = frozenset({"reward_chaos", "reward_hacking"})
 
 
 def _gradual(kinds: frozenset[str]) -> list[object]:

@@ -21,7 +21,9 @@ from framework_writers import (
     write_wandb_history,
 )
 
+from streamwatch.config import Config
 from streamwatch.incidents import Severity, Status
+from streamwatch.indicators import PRESETS
 from streamwatch.replay import ReplayResult, replay_files
 from streamwatch.simulate import Fault, RunSpec, simulate_run
 
@@ -111,6 +113,60 @@ def test_verl_console_lines_from_public_issues(
     text = path.read_text("utf-8")
     pairs = text[text.index(f"step:{step} - ") :].splitlines()[0].split(" - ")[1:]
     assert result.values == len(pairs)
+
+
+MLX = FORMATS / "mlx-lm"
+MLX_BOUND = {
+    "train_reward": "Total rewards mean",
+    "reward_std": "Grouped rewards std",
+    "kl": "KL",
+    "loss": "Train loss",
+    "heldout_reward": "Val total_rewards_mean",
+}
+
+
+def test_mlx_lm_grpo_console_log_whose_rewards_are_all_0_has_no_learning_signal() -> None:
+    """mlx-lm's GRPO (ml-explore/mlx-examples#1233): a run whose every completion scored 0.
+    Its reward std is 0 at every printed step but one: no learning signal once three steps
+    in a row say so."""
+    result = replay(MLX / "grpo-rewards-all-zero.log")
+    assert [f.format for f in result.file_results] == ["console"]
+    assert result.file_results[0].step_source == "mlx-lm's Iter N"
+    assert result.events == 10 and result.problem_count == 0
+    assert bindings(result, "grpo-rewards-all-zero") == MLX_BOUND
+    assert serious(result) == [("no_learning_signal", "learning_signal", 22)]
+
+
+def test_six_printed_mlx_lm_steps_with_every_reward_std_0_raise_no_learning_signal(
+    tmp_path: Path,
+) -> None:
+    """The six steps of the real log whose every std is 0, on their own, read with mlx-lm's
+    preset and with none (every name then bound by its words)."""
+    lines = (MLX / "grpo-rewards-all-zero.log").read_text("utf-8").splitlines()
+    six = [x for x in lines if "Train loss" in x and "Total rewards std 0.000," in x][1:]
+    assert [x.split(":")[0] for x in six] == [f"Iter {i}" for i in (20, 21, 22, 80, 81, 82)]
+    path = tmp_path / "six.log"
+    path.write_text("\n".join(six) + "\n", encoding="utf-8")
+    for presets in (tuple(PRESETS), tuple(p for p in PRESETS if p != "mlx_lm")):
+        config = Config.model_validate({"indicators": {"presets": presets}})
+        result = replay(path, config=config)
+        assert [k for k, _, _ in serious(result)] == ["no_learning_signal"], presets
+    (run,) = result.bindings
+    by_words = {b.indicator: (b.metric, b.pattern) for b in run.bound if b.pattern}
+    assert by_words["reward_std"] == ("Total rewards std", "reward + std")
+    assert by_words["train_reward"] == ("Total rewards mean", "reward")
+    assert by_words["kl"] == ("KL", "kl")
+
+
+def test_mlx_lm_grpo_run_whose_rewards_vary_raises_nothing() -> None:
+    """Another mlx-lm GRPO run of the same thread: its format rewards differ between
+    completions at most steps (std 0 at three, never three in a row); nothing is wrong with
+    its learning signal."""
+    result = replay(MLX / "grpo-format-rewards-only.log")
+    assert result.events == 9 and result.problem_count == 0
+    bound = bindings(result, "grpo-format-rewards-only")
+    assert {k: v for k, v in MLX_BOUND.items() if k != "heldout_reward"} == bound
+    assert serious(result) == []
 
 
 def test_trl_console_log_dicts_take_the_progress_bars_step() -> None:

@@ -97,7 +97,8 @@ class RunData:
 
 def make_ranker(config: Config) -> Callable[[str], int]:
     """A metric's rank for its indicator, as the engine binds it (:meth:`IndicatorMap.rank`)."""
-    return IndicatorMap(config.indicators.presets, config.indicators.aliases).rank
+    ind = config.indicators
+    return IndicatorMap(ind.presets, ind.aliases, ind.patterns).rank
 
 
 class MetricFilter:
@@ -107,7 +108,8 @@ class MetricFilter:
 
     def __init__(self, config: Config | None = None, metrics: Iterable[str] = ()) -> None:
         self.config = config or Config()
-        self.map = IndicatorMap(self.config.indicators.presets, self.config.indicators.aliases)
+        ind = self.config.indicators
+        self.map = IndicatorMap(ind.presets, ind.aliases, ind.patterns)
         names = [m for m in metrics if not is_indicator(m)]
         self._exact = {m for m in names if not any(c in m for c in "*?[")}
         self._globs = [m for m in names if m not in self._exact]

@@ -1,10 +1,12 @@
 """Console logs: the metrics lines frameworks print, among everything else a job prints.
 
-Three kinds of line are read, anywhere in a line (after a Ray prefix such as
+Four kinds of line are read, anywhere in a line (after a Ray prefix such as
 ``(TaskRunner pid=1)``, a logger's time stamp, or tqdm's progress bar):
 
 - verl's console logger: ``step:59 - actor/entropy:0.41 - critic/score/mean:0.7 - ...``;
 - ROLL's stdout tracker: ``metrics_tag: {"step": 3, "metrics": {...}}``;
+- mlx-lm's trainers (and mlx-lm-lora's GRPO): ``Iter 5: Train loss 0.012, Total rewards mean
+  0.5, ..., Peak mem 34.7 GB``, names of several words, a unit after the value dropped;
 - the dicts the Hugging Face Trainer (and TRL) print: ``{'loss': 0.1, 'grad_norm': nan, ...}``.
   They carry no step: it is the count of the training progress bar printed before them
   (``10/43 [14:12<44:45, 81.39s/it]``, the bar with the largest total), or, with no bar, the
@@ -16,6 +18,10 @@ Every other line is not metrics and is passed over without a problem.
 (4, {'actor/entropy': '0.5', 'perf/mfu': '0.3'})
 >>> parse_printed_dict("{'loss': 0.0, 'grad_norm': nan, 'epoch': 0.23, 'note': 'x'}")
 {'loss': '0.0', 'grad_norm': 'nan', 'epoch': '0.23'}
+>>> parse_mlx("Iter 3: Train loss -0.673, Learning Rate 1.000e-05, Peak mem 32.940 GB")
+(3, {'Train loss': '-0.673', 'Learning Rate': '1.000e-05', 'Peak mem': '32.940'})
+>>> parse_mlx("Iter 100: Saved adapter weights to adapters.safetensors.") is None
+True
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from streamwatch.events import Event, to_float
 
 from ._reading import ReadContext, preview
 
-__all__ = ["looks_like_console", "parse_printed_dict", "parse_verl", "read_console"]
+__all__ = ["looks_like_console", "parse_mlx", "parse_printed_dict", "parse_verl", "read_console"]
 
 _VERL = re.compile(r"(?:^|[\s)\]])step:(-?\d+) - (.+)")
 _ROLL = "metrics_tag: "
@@ -35,10 +41,16 @@ _DICT = re.compile(r"\{'[^']+': ")
 _ENTRY = re.compile(r"'((?:[^'\\]|\\.)+)':\s*([^,}]+)")
 _WRAPPED = re.compile(r"^[A-Za-z_][\w.]*\((.*)\)$")  # np.float64(0.5), tensor(0.5)
 _BAR = re.compile(r"(\d+)/(\d+) \[[^\]]*?(?:it/s|s/it)")
+_MLX = re.compile(r"(?:^|\s)Iter (\d+): (.+)")
+#: one ``Name value[unit]`` of an mlx-lm line: the value is the last word that is a number
+_MLX_PAIR = re.compile(
+    r"^(\S.*?)\s+([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf)\s*(?:[A-Za-z%]{1,3})?$"
+)
 _SNIFF = (
     re.compile(rb"(?:^|[\s)\]])step:\d+ - [\w/@.-]+:"),
     re.compile(rb"metrics_tag: \{"),
     re.compile(rb"\{'[\w/@.-]+': -?(?:\d|nan|inf)"),
+    re.compile(rb"(?:^|\s)Iter \d+: [A-Za-z][\w /]* -?\d"),
 )
 
 
@@ -81,6 +93,19 @@ def parse_printed_dict(line: str) -> dict[str, str] | None:
     return values or None
 
 
+def parse_mlx(line: str) -> tuple[int, dict[str, str]] | None:
+    """An mlx-lm line's step and raw values, or None if the line has no ``Name value``."""
+    found = _MLX.search(line)
+    if found is None:
+        return None
+    values: dict[str, str] = {}
+    for piece in found.group(2).split(", "):
+        pair = _MLX_PAIR.match(piece.strip())
+        if pair is not None:
+            values[pair.group(1)] = pair.group(2)
+    return (int(found.group(1)), values) if values else None
+
+
 class _Bar:
     """The training progress bar: its count is the step of the dicts printed after it."""
 
@@ -110,6 +135,9 @@ def read_console(ctx: ReadContext) -> Iterator[Event]:
         elif (verl := parse_verl(line)) is not None:
             ctx.stats.step_source = "verl's step:N"
             event = _event(ctx, lineno, verl[0], verl[1])
+        elif (mlx := parse_mlx(line)) is not None:
+            ctx.stats.step_source = "mlx-lm's Iter N"
+            event = _event(ctx, lineno, mlx[0], mlx[1])
         elif (printed := parse_printed_dict(line)) is not None:
             bar.update(line[: _DICT.search(line).start()])  # type: ignore[union-attr]
             dicts += 1
