@@ -128,13 +128,16 @@ MLX_BOUND = {
 def test_mlx_lm_grpo_console_log_whose_rewards_are_all_0_has_no_learning_signal() -> None:
     """mlx-lm's GRPO (ml-explore/mlx-examples#1233): a run whose every completion scored 0.
     Its reward std is 0 at every printed step but one: no learning signal once three steps
-    in a row say so."""
+    in a row say so. Only info here: the train reward moved (0.25 at step 2) within the
+    values the run is judged by, and the excerpt has nine of them; the six steps alone are a
+    warning (below)."""
     result = replay(MLX / "grpo-rewards-all-zero.log")
     assert [f.format for f in result.file_results] == ["console"]
     assert result.file_results[0].step_source == "mlx-lm's Iter N"
     assert result.events == 10 and result.problem_count == 0
     assert bindings(result, "grpo-rewards-all-zero") == MLX_BOUND
-    assert serious(result) == [("no_learning_signal", "learning_signal", 22)]
+    fired = [(i.kind, i.step, i.evidence["reward_std"]) for i in result.incidents]
+    assert fired == [("no_learning_signal", 22, 0.0)]
 
 
 def test_six_printed_mlx_lm_steps_with_every_reward_std_0_raise_no_learning_signal(
@@ -150,7 +153,7 @@ def test_six_printed_mlx_lm_steps_with_every_reward_std_0_raise_no_learning_sign
     for presets in (tuple(PRESETS), tuple(p for p in PRESETS if p != "mlx_lm")):
         config = Config.model_validate({"indicators": {"presets": presets}})
         result = replay(path, config=config)
-        assert [k for k, _, _ in serious(result)] == ["no_learning_signal"], presets
+        assert serious(result) == [("no_learning_signal", "learning_signal", 22)], presets
     (run,) = result.bindings
     by_words = {b.indicator: (b.metric, b.pattern) for b in run.bound if b.pattern}
     assert by_words["reward_std"] == ("Total rewards std", "reward + std")
