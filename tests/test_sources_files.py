@@ -780,7 +780,7 @@ def test_flat_jsonl_steps_times_and_what_is_not_a_metric(tmp_path: Path) -> None
     reasons = [p.reason for p in source.problems]
     assert reasons == [
         "no step (expected one of step, global_step, train/global_step, trainer/global_step,"
-        " global_step/max_steps, _step, iteration)",
+        " global_step/max_steps, _step, iteration, system/step)",
         "'step' value 'three' is not a step",
         "line carries no numeric values",
     ]
@@ -822,6 +822,17 @@ def test_flat_jsonl_nested_by_group_reads_as_verl_names() -> None:
     assert step1["actor/kl_loss"] == 0.00043655536137521267
     assert step1["response_length/clip_ratio"] == 0.2734375
     assert step1["reward/accuracy"] == 0.0078125
+
+
+def test_flat_jsonl_step_under_roll_name() -> None:
+    """ROLL's per-step records name their step system/step (real rows: runs.toml)."""
+    path = DATA / "real" / "runs" / "roll-grpo-rubric-ifeval-qwen3-4b" / "metrics.jsonl"
+    events, source = read(path)
+    assert source.format == "flat" and not source.problems
+    assert [e.step for e in events] == list(range(1, 431))
+    assert events[0].metrics["reward/hard_pass_rate"] == 0.4140625
+    assert events[0].metrics["actor/pg_loss"] == 2.270098775625229e-09
+    assert "system/step" not in events[0].metrics
 
 
 def test_flat_jsonl_is_detected(tmp_path: Path) -> None:

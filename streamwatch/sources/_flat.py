@@ -6,6 +6,7 @@ dict per step (``global_step``, W&B's ``_step``...). Values that are not numbers
 ``"1.79%"``, lists, ``null``) are not metrics and are left out. A logger that nests its metrics
 by group, as EasyR1's ``experiment_log.jsonl`` does (``{"step": 1, "actor": {"kl_loss": ...},
 "critic": {"score": {"mean": ...}}}``), is read with the groups joined by ``/``: verl's names.
+ROLL's per-step records carry their step as ``system/step``.
 
 >>> flat_step({"global_step/max_steps": "10/560", "loss": 0.1})
 ('global_step/max_steps', 10)
@@ -34,6 +35,7 @@ STEP_KEYS = (
     "global_step/max_steps",
     "_step",
     "iteration",
+    "system/step",
 )
 #: Keys that may hold the time of the line, in unix seconds.
 TIME_KEYS = ("time", "timestamp", "_timestamp", "wall_time")
