@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -207,3 +211,48 @@ def test_the_command_prints_the_ranked_table_and_writes_the_page(
     assert main(["ledger", *args, "--fail-on-worse"]) == 0  # nothing is worse
     assert main(["ledger", str(SETUP[0]), "-b", "nothing*", "-c", "*", ""]) == 2
     assert "no run matches the baseline" in capsys.readouterr().err
+
+
+def test_refresh_is_a_live_view_of_a_candidate_still_training(tmp_path: Path) -> None:
+    """The page is rewritten as the candidate's log grows, judged on the steps written so far."""
+    pytest.importorskip("plotly")
+    rows = SETUP[2].read_text().splitlines()
+    growing = tmp_path / "off_ppl_live.jsonl"
+    growing.write_text("\n".join(r for r in rows if json.loads(r)["step"] <= 30) + "\n")
+    page = tmp_path / "ledger.html"
+    command = [
+        str(Path(sys.prefix) / "bin" / "streamwatch"),
+        "ledger",
+        str(SETUP[1]),
+        str(growing),
+        "-b",
+        "*_base.jsonl",
+        "-c",
+        "live=*_live.jsonl",
+        "one-step off-policy",
+        "-o",
+        str(page),
+        "--refresh",
+        "0.3",
+        "--plain-js",
+    ]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert _wait_for(page, "0-30 of 105 (running)")
+        with growing.open("a") as f:
+            f.write("\n".join(r for r in rows if 30 < json.loads(r)["step"] <= 70) + "\n")
+        assert _wait_for(page, "0-70 of 105 (running)")
+        assert '<meta http-equiv="refresh"' in page.read_text()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    assert "round 2: 1 candidate(s), 1 running" in out and "Traceback" not in out
+
+
+def _wait_for(page: Path, text: str, seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if page.exists() and text in page.read_text():
+            return True
+        time.sleep(0.1)
+    return False

@@ -123,6 +123,13 @@ def _add_ledger(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     p.add_argument("--config", metavar="FILE", help="TOML or JSON config (indicator aliases)")
     p.add_argument("--fail-on-worse", action="store_true", help="exit 1 if any verdict is worse")
+    p.add_argument(
+        "--refresh",
+        type=float,
+        metavar="SECONDS",
+        help="a live view: read the files again and rewrite the page (-o) every SECONDS, "
+        "until interrupted",
+    )
     _drawing_options(p, default_points=1000)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -254,8 +255,16 @@ def _incidents(incidents: tuple[Incident, ...]) -> str:
     )
 
 
-def write_ledger(ledger: Ledger, out: Path, *, max_points: int = 1000, js: JsMode = "gzip") -> Path:
-    """Write the ledger page (see the module doc) as one self-contained HTML file."""
+def write_ledger(
+    ledger: Ledger,
+    out: Path,
+    *,
+    max_points: int = 1000,
+    js: JsMode = "gzip",
+    refresh_seconds: float | None = None,
+) -> Path:
+    """Write the ledger page (see the module doc) as one self-contained HTML file, atomically
+    (a reader never sees half of it); ``refresh_seconds``: the page reloads itself."""
     e = html.escape
     page = Page(
         "streamwatch ledger",
@@ -264,6 +273,7 @@ def write_ledger(ledger: Ledger, out: Path, *, max_points: int = 1000, js: JsMod
             f"{len(ledger.entries)} candidate(s); {ledger.comparisons} comparisons corrected by "
             f"{ledger.correction_text} at {ledger.alpha:g}",
         ],
+        refresh_seconds=refresh_seconds,
     )
     if ledger.single_baseline:
         page.add_html(f'<p class="worse" id="sw-single-baseline">{e(SINGLE_BASELINE)}</p>')
@@ -291,5 +301,7 @@ def write_ledger(ledger: Ledger, out: Path, *, max_points: int = 1000, js: JsMod
     if ledger.baseline_incidents:
         page.add_heading("Baseline incidents", "baseline-incidents")
         page.add_html(_incidents(ledger.baseline_incidents))
-    out.write_text(page.render(js), encoding="utf-8")
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(page.render(js), encoding="utf-8")
+    os.replace(tmp, out)
     return out
