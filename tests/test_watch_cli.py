@@ -231,3 +231,24 @@ def test_inspect_says_which_files_of_a_directory_it_passed_over(
     out = capsys.readouterr().out
     assert f"{tmp_path / 'all_results.json'}: not read: unknown file format" in out
     assert f"{tmp_path / VERL_CONSOLE.name}: console" in out
+
+
+def test_an_output_dir_that_logs_to_tensorboard_is_read_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Trainer writes TensorBoard event files under ``output/runs/`` beside its
+    checkpoints: the same history twice. The event files are read (they are written as
+    training goes), the checkpoint's state is said passed over."""
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "grpo-out"
+    state = checkpoint(out, 30)
+    shutil.copytree(VERL_TB, out / "runs" / VERL_TB.name)
+    assert main(["inspect", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"{state}: not read: the same history as the TensorBoard event files" in text
+    assert ": tensorboard" in text
+    watcher = Watcher([out], ManualClock())
+    watcher.poll()
+    watcher.poll()
+    watcher.close()
+    assert watcher.stats.events == replay_files([out]).events == replay_files([VERL_TB]).events

@@ -159,6 +159,8 @@ class DirectoryListing:
     logs: list[Path] = field(default_factory=list)
     #: per training output directory, its newest trainer_state.json
     states: dict[Path, Path] = field(default_factory=dict)
+    #: files not read, and why
+    passed_over: list[tuple[Path, str]] = field(default_factory=list)
 
 
 def _checkpoint_number(name: str) -> int | None:
@@ -183,9 +185,11 @@ def list_directory(path: Path) -> DirectoryListing:
     """The files under ``path`` a replay reads: TensorBoard event files, files named like a
     log (``*.jsonl``, ``*.log``, ``*.csv``...), and of each Hugging Face / TRL output
     directory (``out/checkpoint-N/trainer_state.json``, a new ``checkpoint-N`` at every save)
-    the newest trainer_state.json only, each of which holds the whole history so far.
-    Hidden directories are passed over, and in a ``checkpoint-N`` directory everything but its
-    trainer_state.json (model and optimizer files)."""
+    the newest trainer_state.json only, each of which holds the whole history so far; none
+    when the output directory holds TensorBoard event files (the Trainer's ``runs/``), which
+    log the same history as it happens. Hidden directories are passed over, and in a
+    ``checkpoint-N`` directory everything but its trainer_state.json (model and optimizer
+    files)."""
     listing = DirectoryListing()
     for root, dirs, files in os.walk(path):
         here = Path(root)
@@ -202,6 +206,11 @@ def list_directory(path: Path) -> DirectoryListing:
                 listing.event_files.append(f)
             elif f.suffix.lower() in LOG_SUFFIXES:
                 listing.logs.append(f)
+    for out_dir, state in list(listing.states.items()):
+        if any(f.is_relative_to(out_dir) for f in listing.event_files):
+            del listing.states[out_dir]
+            why = "the same history as the TensorBoard event files beside it, which are read"
+            listing.passed_over.append((state, why))
     return listing
 
 
@@ -222,6 +231,8 @@ def expand_paths(
             continue
         listing = list_directory(path)
         found = [*listing.event_files, *listing.states.values()]
+        if skipped is not None:
+            skipped.extend(listing.passed_over)
         for f in listing.logs:
             why = unreadable(f)
             if why is None:
