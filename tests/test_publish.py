@@ -484,6 +484,28 @@ def test_what_is_buffered_at_exit_is_sent_without_close(bootstrap: str, topic: s
 # ------------------------------------------------------------ the Trainer callback
 
 
+def test_trainer_callback_tags_its_events_with_the_world_size() -> None:
+    """The trainer's processes (one a GPU) go on every event, for what incidents cost; the
+    caller's own tags win."""
+    from types import SimpleNamespace
+
+    from streamwatch.integrations.hf import StreamwatchCallback
+
+    state = SimpleNamespace(global_step=1, is_world_process_zero=True)
+    cb = StreamwatchCallback("127.0.0.1:9", "r", stop_requests=False, tags={"world_size": "16"})
+    plain = StreamwatchCallback("127.0.0.1:9", "r", stop_requests=False, tags={"exp": "a"})
+    try:
+        cb.on_log(SimpleNamespace(world_size=8), state, None, {"loss": 1.0})
+        plain.on_log(SimpleNamespace(world_size=8), state, None, {"loss": 1.0})
+        assert cb.publisher is not None and cb.publisher.tags == {"world_size": "16"}
+        assert plain.publisher is not None
+        assert plain.publisher.tags == {"world_size": "8", "exp": "a"}
+    finally:
+        for c in (cb, plain):
+            if c.publisher is not None:
+                c.publisher.close(timeout=0.1)
+
+
 @pytest.mark.kafka
 @KAFKA_WARNINGS
 def test_trainer_callback_publishes_the_main_process_logs(bootstrap: str, topic: str) -> None:
@@ -494,9 +516,10 @@ def test_trainer_callback_publishes_the_main_process_logs(bootstrap: str, topic:
 
     main = StreamwatchCallback(bootstrap, "grpo-hf", topic=topic, rank=0)
     other = StreamwatchCallback(bootstrap, "grpo-hf", topic=topic, rank=1)
+    args = SimpleNamespace(world_size=8)  # TrainingArguments: the trainer's processes
     for step in (10, 20):
         logs = {"loss": 0.5, "reward": 0.8, "learning_rate": 1e-6, "note": "x", "flag": True}
-        main.on_log(None, SimpleNamespace(global_step=step, is_world_process_zero=True), None, logs)
+        main.on_log(args, SimpleNamespace(global_step=step, is_world_process_zero=True), None, logs)
         other.on_log(
             None, SimpleNamespace(global_step=step, is_world_process_zero=False), None, logs
         )
@@ -508,4 +531,5 @@ def test_trainer_callback_publishes_the_main_process_logs(bootstrap: str, topic:
     assert [e["step"] for e in events] == [10, 20, 20]
     assert events[0]["metrics"] == {"loss": 0.5, "reward": 0.8, "learning_rate": 1e-6}
     assert events[0]["source"]["rank"] == 0
+    assert events[0]["tags"] == {"world_size": "8"}  # what an incident's cost counts as GPUs
     assert is_finished_marker(events[-1])

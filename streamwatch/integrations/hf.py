@@ -9,7 +9,9 @@ Each ``on_log`` (every ``logging_steps``) publishes the numeric entries of the l
 are in streamwatch's ``trl`` preset. By default only the main process publishes (the
 trainer's logs are already averaged over processes); ``every_process=True`` publishes from
 each, with its rank. ``on_train_end`` closes the publisher, which sends the end-of-run
-marker. The callback subclasses ``transformers.TrainerCallback`` when transformers is
+marker. Its events are tagged with the trainer's ``world_size`` (its processes, one a GPU;
+generation servers apart), which an incident's cost counts as the run's GPUs. The callback
+subclasses ``transformers.TrainerCallback`` when transformers is
 installed, and is otherwise a plain object with the same hooks.
 
 Stop requests: the callback also listens on the control topic (``stop_requests=False``
@@ -66,19 +68,25 @@ class StreamwatchCallback(_Base):  # type: ignore[misc]
         #: the step at which a stop request was turned into save-then-stop (None: not yet)
         self.stopped_at: int | None = None
 
-    def _publisher(self) -> Publisher:
+    def _publisher(self, args: Any = None) -> Publisher:
         if self.publisher is None:
+            options = dict(self.publisher_options)
+            world = getattr(args, "world_size", None)
+            if isinstance(world, int) and world >= 1:
+                # the trainer's processes, one a GPU: what an incident's cost counts (the
+                # caller's own tags win)
+                options["tags"] = {"world_size": str(world), **(options.get("tags") or {})}
             self.publisher = Publisher(
                 self.bootstrap_servers,
                 self.run_id,
                 stop_requests=self.stop_requests,
-                **self.publisher_options,
+                **options,
             )
         return self.publisher
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
         if self.stop_requests and self._publishes(state):
-            self._publisher()  # listen for stop requests from the first step on
+            self._publisher(args)  # listen for stop requests from the first step on
 
     def _publishes(self, state: Any) -> bool:
         return self.every_process or bool(getattr(state, "is_world_process_zero", True))
@@ -91,7 +99,7 @@ class StreamwatchCallback(_Base):  # type: ignore[misc]
         metrics = trainer_metrics(logs)
         if not metrics:
             return
-        self._publisher().log(metrics, step=int(state.global_step))
+        self._publisher(args).log(metrics, step=int(state.global_step))
 
     def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
         """A stop request came: checkpoint at this step, then stop."""
