@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from streamwatch.actions.args import add_action_args
@@ -195,6 +197,15 @@ def add_commands(subparsers: Any) -> None:
         metavar="PORT",
     )
     _opt(r, "--metrics-host", "address /metrics listens on", "127.0.0.1", metavar="HOST")
+    _opt(
+        r,
+        "--workers",
+        "consumer processes in the group, each owning its partitions and their runs; one "
+        "status line and one /metrics for all, a worker that dies is restarted",
+        1,
+        type=int,
+        metavar="N",
+    )
     r.add_argument("--quiet", action="store_true", help="no incident lines on stdout")
 
     p = subparsers.add_parser(
@@ -279,13 +290,14 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return EXIT_KAFKA
 
 
-def _logging() -> None:
+def _logging(worker: int | None = None) -> None:
     root = logging.getLogger()
     if not root.handlers:
+        who = "" if worker is None else f"[worker {worker}] "
         logging.basicConfig(
             level=logging.INFO,
             stream=sys.stderr,
-            format="%(asctime)s %(name)s %(levelname)s %(message)s",
+            format=f"%(asctime)s {who}%(name)s %(levelname)s %(message)s",
         )
         logging.getLogger("kafka").setLevel(logging.ERROR)
 
@@ -304,12 +316,17 @@ def _connection(args: argparse.Namespace) -> Any:
     )
 
 
-def _run(args: argparse.Namespace) -> int:
+def _service(args: argparse.Namespace, worker: int | None = None) -> tuple[Any, Any]:
+    """The service the arguments describe, and its alert dispatcher (or None). A worker of
+    ``--workers`` serves no /metrics and writes no status line (its supervisor does both for
+    all) and keeps its alert state in a directory of its own beside the shared silences."""
     from streamwatch.actions.cli import build_actor
-    from streamwatch.alerting.cli import build_dispatcher
+    from streamwatch.alerting.cli import alerting_from_args, build_dispatcher
+    from streamwatch.alerting.dispatcher import Dispatcher
     from streamwatch.config import load_config
     from streamwatch.live import Service, ServiceSettings
 
+    own = worker is None
     settings = ServiceSettings(
         connection=_connection(args),
         topic=args.topic,
@@ -324,18 +341,37 @@ def _run(args: argparse.Namespace) -> int:
         report_out=args.report_out,
         report_seconds=args.report_seconds,
         tick_seconds=args.tick_seconds,
-        status_seconds=args.status_seconds,
+        status_seconds=args.status_seconds if own else math.inf,
         commit_interval=args.commit_interval,
         max_message_bytes=args.max_message_bytes,
         session_timeout_ms=args.session_timeout_ms,
-        metrics_port=args.metrics_port,
+        metrics_port=args.metrics_port if own else None,
         metrics_host=args.metrics_host,
         console=not args.quiet,
     )
     config = load_config(args.config)
     actor = build_actor(args, config, stop=True)
-    alerts = build_dispatcher(args, config.alerting)
+    if own:
+        alerts = build_dispatcher(args, config.alerting)
+    else:
+        alerting = alerting_from_args(args, config.alerting)
+        alerts = None
+        if alerting.receivers:  # the silences stay shared: `streamwatch silence` writes them
+            shared = str(alerting.silences_path())
+            alerts = Dispatcher(
+                alerting.model_copy(update={"silences_file": shared}),
+                state_dir=Path(alerting.state_dir) / f"worker-{worker}",
+            )
     service = Service(settings, config, sinks=[alerts] if alerts is not None else [], actor=actor)
+    return service, alerts
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        raise ValueError(f"--workers {args.workers}: at least 1")
+    if args.workers > 1:
+        return _run_workers(args)
+    service, alerts = _service(args)
     try:
         with stop_on_signals() as stop:
             counts = service.run(stop, max_idle=args.max_idle)
@@ -344,6 +380,42 @@ def _run(args: argparse.Namespace) -> int:
             print(alerts.close(timeout=30), file=sys.stderr)
     print(f"streamwatch run: {counts.summary()}", flush=True)
     return EXIT_OK
+
+
+def _run_workers(args: argparse.Namespace) -> int:
+    from streamwatch.alerting.cli import alerting_from_args
+    from streamwatch.config import load_config
+    from streamwatch.live.workers import Pool
+
+    if args.report_out is not None:
+        raise ValueError("--report-out needs --workers 1: each worker watches only its own runs")
+    alerting_from_args(args, load_config(args.config).alerting)  # a bad setting stops us here
+    pool = Pool(
+        args.workers,
+        _worker,
+        (args,),
+        group=args.group,
+        status_seconds=args.status_seconds,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
+    )
+    with stop_on_signals() as stop:
+        counts, failed = pool.run(stop)
+    print(f"streamwatch run: {counts.summary()}", flush=True)
+    return EXIT_KAFKA if failed else EXIT_OK
+
+
+def _worker(args: argparse.Namespace, worker: int, channel: Any) -> None:
+    """One worker process of ``--workers``: a service in the group, reporting to the pool."""
+    from streamwatch.live.workers import serve_worker
+
+    _logging(worker)
+    service, alerts = _service(args, worker)
+    try:
+        serve_worker(service, channel, max_idle=args.max_idle)
+    finally:
+        if alerts is not None:
+            print(alerts.close(timeout=30), file=sys.stderr)
 
 
 def _publish(args: argparse.Namespace) -> int:
