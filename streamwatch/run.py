@@ -512,6 +512,8 @@ class RunState:
             s.last_step.clear()
             s.solo = None
             s.judged = step - 1
+            if s.window is not None:
+                s.window.clear()  # its steps begin again: no fit across the resume
 
     def close_all(self) -> None:
         """End of input: judge every step still waiting for more sources."""

@@ -71,3 +71,24 @@ def test_no_projection_when_the_fit_is_not_good() -> None:
     assert project(steps, settling, 0.01, rising=False, scales=("level",), now=139) is None
     few = project(steps[:5], flat[:5], 0.05, rising=False, scales=("level",), now=104)
     assert few is None
+
+
+def test_a_resume_starts_the_windows_and_the_clocks_afresh() -> None:
+    from streamwatch.events import Event
+    from streamwatch.monitor import Monitor
+
+    monitor = Monitor()
+    for step in range(1, 51):
+        metrics = {"actor/entropy": 0.3, "timing_s/step": 10.0}
+        monitor.process(Event(run_id="r", step=step, ts=10.0 * step, metrics=metrics))
+    for step in range(30, 41):  # back to the checkpoint of step 30
+        metrics = {"actor/entropy": 0.3, "timing_s/step": 20.0}
+        tags = {"resumed": "true"} if step == 30 else {}
+        monitor.process(
+            Event(run_id="r", step=step, ts=600.0 + 20 * step, metrics=metrics, tags=tags)
+        )
+    run = monitor.runs["r"]
+    window = run.series["actor/entropy"].window
+    assert window is not None and [s for s, _ in window] == list(range(30, 41))
+    cost = run.price("entropy_collapse", 32, 40)
+    assert cost is not None and cost["step_seconds"] == 20.0  # the resumed steps' own times
