@@ -22,6 +22,7 @@ from streamwatch.cli import main
 from streamwatch.clock import ManualClock
 from streamwatch.incidents import Incident, Status
 from streamwatch.replay import replay_files
+from streamwatch.sources import expand_paths
 from streamwatch.watch import Watcher
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -252,3 +253,16 @@ def test_an_output_dir_that_logs_to_tensorboard_is_read_once(
     watcher.poll()
     watcher.close()
     assert watcher.stats.events == replay_files([out]).events == replay_files([VERL_TB]).events
+
+
+def test_a_directory_reached_by_a_link_is_read_once(tmp_path: Path) -> None:
+    """``logs/latest -> ../runs/run-7`` (and a link back up, a loop) as people lay runs out."""
+    run = tmp_path / "runs" / "run-7"
+    run.mkdir(parents=True)
+    shutil.copy(VERL_CONSOLE, run / VERL_CONSOLE.name)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "latest").symlink_to(run)
+    (logs / "loop").symlink_to(logs)
+    assert replay_files([logs]).events == replay_files([VERL_CONSOLE]).events == 1
+    assert [f.name for f in expand_paths([logs])] == [VERL_CONSOLE.name]

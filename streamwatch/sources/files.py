@@ -191,8 +191,14 @@ def list_directory(path: Path) -> DirectoryListing:
     ``checkpoint-N`` directory everything but its trainer_state.json (model and optimizer
     files)."""
     listing = DirectoryListing()
-    for root, dirs, files in os.walk(path):
+    seen: set[str] = set()  # directories reached through symbolic links are read once
+    for root, dirs, files in os.walk(path, followlinks=True):
         here = Path(root)
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
         in_checkpoint = _checkpoint_number(here.name) is not None
         dirs[:] = [] if in_checkpoint else sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
