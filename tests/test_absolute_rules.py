@@ -51,17 +51,17 @@ def every_completion_truncated(m: dict[str, float]) -> dict[str, float]:
             4,
         ),
         # beyond the ceiling: one step is an outlier (info), 100x the ceiling a warning; a
-        # second logged step beyond it is critical
-        (scaled("actor/grad_norm", 1e6), "actor/grad_norm", 1e4, "metric_spike", Severity.INFO, 1),
+        # third logged step in a row beyond it is critical
+        (scaled("actor/grad_norm", 1e6), "actor/grad_norm", 1e4, "metric_spike", Severity.INFO, 2),
         (
             scaled("actor/grad_norm", 1e8),
             "actor/grad_norm",
             1e6,
             "metric_spike",
             Severity.WARNING,
-            1,
+            2,
         ),
-        (scaled("actor/kl_loss", 1e3), "actor/kl_loss", 10.0, "metric_spike", Severity.INFO, 1),
+        (scaled("actor/kl_loss", 1e3), "actor/kl_loss", 10.0, "metric_spike", Severity.INFO, 2),
     ],
     ids=["truncated", "grad-norm-1e6x", "grad-norm-1e8x", "kl-1000x"],
 )

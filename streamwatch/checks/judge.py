@@ -23,6 +23,9 @@ from streamwatch.incidents import Finding, Kind, Severity
 __all__ = ["judge"]
 
 _INFO, _WARNING, _CRITICAL = Severity.INFO, Severity.WARNING, Severity.CRITICAL
+#: logged values in a row beyond a ceiling that make it critical: it stays there (an Unsloth
+#: run that ended well logged a KL of 22 and 65 at two logs running, 1.2 five steps later)
+_CEILING_PERSIST = 3
 
 
 def judge(f: Finding, ctx: RunContext, cfg: EngineConfig) -> Finding | None:
@@ -127,12 +130,13 @@ def _length(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) 
         return _decide(_INFO, why, because)
     if not trunc.known and reward > 0:
         return _decide(_INFO, "the reward rises with the length (no clip ratio logged)", because)
-    into_cap = trunc.known and (trunc.mean() >= cfg.length.truncation_warning or t_way > 0)
-    if f.severity is _CRITICAL and (into_cap or reward < 0):
-        why = "running into the cap" if into_cap else "the reward falls as it grows"
+    at_cap = trunc.known and trunc.mean() >= cfg.length.truncation_warning
+    if f.severity is _CRITICAL and (at_cap or reward < 0):
+        why = "running into the cap" if at_cap else "the reward falls as it grows"
         return _decide(_CRITICAL, why, because)
-    why = "running into the cap" if into_cap else "the reward does not pay for it"
-    return _decide(_WARNING, why, because)
+    if at_cap or t_way > 0:
+        return _decide(_WARNING, "running into the cap", because)
+    return _decide(_WARNING, "the reward does not pay for it", because)
 
 
 def _entropy(f: Finding, ctx: RunContext, because: list[str]) -> Severity:
@@ -152,7 +156,7 @@ def _entropy(f: Finding, ctx: RunContext, because: list[str]) -> Severity:
     return _decide(f.severity, "its level", because)
 
 
-def _signal(f: Finding, ctx: RunContext, because: list[str]) -> Severity:
+def _signal(f: Finding, ctx: RunContext, because: list[str]) -> Severity | None:
     because += [f"agreed: {s}" for s in ctx.second_signals(f.step)]
     if f.severity is _CRITICAL or f.rule == "at_once" or ctx.zero_grad_step == f.step:
         # a gradient of exactly 0 is no chance of a small batch: nothing is learnt
@@ -160,12 +164,13 @@ def _signal(f: Finding, ctx: RunContext, because: list[str]) -> Severity:
     # a slow drain beside a rising reward is the run solving its prompts; a few steps
     # alike in a row beside a reward that moves from step to step are a small batch's
     # chance (one prompt a step: Unsloth's notebooks): the steps between teach
-    if _learning(ctx, because):
-        return _decide(_INFO, "the run is still learning", because)
+    learning = _learning(ctx, because)
     values = ctx.reward.values
-    if f.rule == "persist" and values and max(values) - min(values) > 1e-9:
-        because.append(f"train_reward moves: {min(values):.3g} to {max(values):.3g} lately")
-        return _decide(_INFO, "the steps between teach (critical if it lasts)", because)
+    moving = bool(values) and max(values) - min(values) > 1e-9
+    if f.rule == "persist" and (learning or moving):
+        return None  # the steps between teach; critical if it lasts
+    if learning:
+        return _decide(_INFO, "the run is still learning", because)
     return _decide(f.severity, "the run is not learning", because)
 
 
@@ -173,8 +178,10 @@ def _spike(f: Finding, because: list[str]) -> Severity:
     if f.rule != "ceiling":
         return _decide(f.severity, "its own series", because)
     steps = int(f.evidence.get("steps_beyond", 1))
-    if steps >= 2:
+    if steps >= _CEILING_PERSIST:
         return _decide(_CRITICAL, f"beyond the ceiling for {steps} logged steps", because)
+    if steps > 1:
+        return _decide(_WARNING, f"beyond the ceiling for {steps} logged steps", because)
     if float(f.evidence.get("times_ceiling", 0.0)) >= 100.0:
         return _decide(_WARNING, "one step, but 100 times the ceiling or more", because)
     return _decide(_INFO, "one step beyond the ceiling: an outlier until it persists", because)

@@ -86,6 +86,23 @@ class LineNoise:
             return math.inf
         return math.sqrt(max(sse, 0.0) / (n - 2))
 
+    def trimmed(self) -> float:
+        """The sd of the residuals around the window's line without its largest one (computed
+        afresh: asked only of a window that looks noisy)."""
+        values = self.values
+        n = len(values)
+        if n < 4:
+            return math.nan
+        mid = (n - 1) / 2.0
+        mean = sum(values) / n
+        sxx = n * (n * n - 1) / 12.0
+        slope = sum((i - mid) * (v - mean) for i, v in enumerate(values)) / sxx
+        residuals = sorted(abs(v - mean - slope * (i - mid)) for i, v in enumerate(values))
+        total = 0.0
+        for r in residuals[:-1]:
+            total += r * r  # inf when it overflows, as the window's own noise does
+        return math.sqrt(total / (n - 3))
+
     def _afresh(self) -> None:
         base = self.base = self.values[0]
         total = sum_id = sum_dd = 0.0
@@ -179,6 +196,10 @@ class RewardCheck:
             floor = max(self.noise, self.s.chaos_floor * (self.high - self.low))
             r = recent / floor
             alarm = r > self.s.chaos_ratio
+            if alarm:
+                # one heavy-tailed value is no chaos: the window's noise without its
+                # largest departure from the line must be as high
+                alarm = self._recent.trimmed() / floor > self.s.chaos_ratio
         self._waiting.append((recent, alarm))
         if len(self._waiting) > self.s.chaos_window:  # no overlap with the recent window
             figure, was_alarm = self._waiting.popleft()

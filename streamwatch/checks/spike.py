@@ -21,6 +21,8 @@ from streamwatch.detectors import Persistence, Window, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
 from streamwatch.indicators import Indicator
 
+_SD_PER_MEAN_ABS = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian noise
+
 
 class SpikeCheck:
     kinds: tuple[Kind, ...] = (Kind.METRIC_SPIKE,)
@@ -79,13 +81,14 @@ class SpikeCheck:
         sd = math.nan
         if spike:
             sd = max(w.robust_sd(), 1e-12)
+            if w.ordered[0] <= 0.0:
+                # a series that reaches 0 (a signed loss, a KL around 0, values logged
+                # rounded to 0): "times the median" says nothing, and most of its values
+                # may be one rounded number (a MAD of 0); its spread is at least the mean
+                # absolute deviation, as a Gaussian sd
+                spread = sum(abs(v - med) for v in w.ordered) / len(w.ordered)
+                sd = max(sd, _SD_PER_MEAN_ABS * spread)
             spike = dist > self.s.robust_z * sd
-            if spike and abs(med) <= self.s.robust_z * sd:
-                # a median within its own noise of 0 (a signed loss, a KL around 0, values
-                # logged rounded): "times the median" says nothing; a spike leaves the
-                # window's own range by the factor
-                edge = max(abs(w.ordered[0]), abs(w.ordered[-1]))
-                spike = abs(x) > self.s.factor * edge
         w.update(x)
         if spike and self._spiking.streak == 0:
             self.first_step = step

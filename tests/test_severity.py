@@ -1,0 +1,149 @@
+"""Severity from the whole run, on real runs of the corpus (tests/data/real/runs.toml, each
+with its source) and on the shapes practitioners call healthy: the run's context decides what
+a finding asks of a person, and every incident says why (``evidence.because``)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from streamwatch.alerting.message import Message
+from streamwatch.alerting.notify.slack import slack_payload
+from streamwatch.alerting.notify.webhook import alertmanager_payload, webhook_payload
+from streamwatch.alerting.testing import incident
+from streamwatch.config import Config
+from streamwatch.events import Event
+from streamwatch.incidents import Incident, Severity, Status
+from streamwatch.monitor import Monitor
+from streamwatch.replay import replay_files
+
+RUNS = Path(__file__).parent / "data" / "real" / "runs"
+REAL = Path(__file__).parent / "data" / "real"
+HUMANEVAL = RUNS / "unsloth-grpo-humaneval-qwen3-4b" / "checkpoint-1134" / "trainer_state.json"
+GSM8K = RUNS / "unsloth-grpo-gsm8k-qwen" / "checkpoint-250" / "trainer_state.json"
+
+
+def fired(path: Path, config: Config | None = None) -> list[Incident]:
+    return [i for i in replay_files([path], config).incidents if i.status is Status.FIRING]
+
+
+def history(path: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = json.loads(path.read_text("utf-8"))["log_history"]
+    return rows
+
+
+def run(rows: list[dict[str, float]]) -> list[Incident]:
+    monitor = Monitor()
+    out = [
+        u
+        for step, m in enumerate(rows, 1)
+        for u in monitor.process(Event(run_id="r", step=step, metrics=m))
+    ]
+    return [u for u in out + monitor.flush() if u.status is Status.FIRING]
+
+
+# -- one extreme step is an outlier ---------------------------------------------------------
+
+
+def test_a_single_kl_far_beyond_the_ceiling_in_a_run_that_ends_well_is_an_outlier() -> None:
+    """Unsloth HumanEval GRPO (79.9% pass@1 reported): KL 12.1 at step 5 and 179 at step
+    1025, 0.3-0.5 around them."""
+    kl = {r["step"]: r["kl"] for r in history(HUMANEVAL) if "kl" in r}
+    assert round(kl[5], 1) == 12.1 and round(kl[1025]) == 179
+    assert kl[1020] < 1 and kl[1030] < 1
+    spikes = {i.step: i for i in fired(HUMANEVAL) if i.kind == "metric_spike"}
+    for step in (5, 1025):
+        assert spikes[step].severity is Severity.INFO
+        assert spikes[step].evidence["because"][-1].startswith("info: one step beyond")
+
+
+# -- small batches alike by chance ------------------------------------------------------------
+
+
+def test_steps_alike_by_chance_beside_a_moving_reward_are_no_finding() -> None:
+    """Unsloth's GSM8K notebook samples one prompt a step: the reward's std is 0 for three
+    steps running (63-65) while the reward moves between steps (0.8 at 62, 0.42 at 66) and
+    the correctness reward climbs from 0.16 to 1.2-1.3. No learning-signal incident of any
+    severity (one warning per streak before)."""
+    rows = {r["step"]: r for r in history(GSM8K) if "reward_std" in r}
+    assert [rows[s]["reward_std"] for s in (63, 64, 65)] == [0.0, 0.0, 0.0]
+    assert rows[62]["reward"] > 0.5 and rows[66]["reward"] > 0.4
+    assert not [i for i in fired(GSM8K) if i.kind == "no_learning_signal"]
+
+
+# -- quantities too small to matter -----------------------------------------------------------
+
+
+def test_a_ppo_kl_wandering_around_zero_is_no_spike() -> None:
+    """The real verl runs' ``actor/ppo_kl`` (-0.0002..0.008) fed as the KL indicator."""
+    path = REAL / "verl-grpo-gsm8k_qwen2_7b_off_ppl.jsonl"
+    values = [
+        json.loads(line)["metrics"].get("actor/ppo_kl") for line in path.read_text().splitlines()
+    ]
+    kls = [v for v in values if v is not None]
+    assert max(abs(v) for v in kls) < 0.01 and min(kls) < 0.0 < max(kls)
+    config = Config.model_validate({"indicators": {"aliases": {"actor/ppo_kl": "kl"}}})
+    assert not [i for i in fired(path, config) if i.kind == "metric_spike"]
+
+
+# -- the run's context ---------------------------------------------------------------------
+
+
+def test_truncation_that_is_being_fixed_while_the_reward_climbs_is_info() -> None:
+    """The shape of a PPO run with a tight cap (issue pattern: a clip ratio of 79% falling
+    step by step to 46% by step 12 while the train reward climbs 0.08 -> 0.41), continued to
+    40 steps at the same pace, the reward's batch noise 0.02: info, never a warning."""
+    clip = [0.79, 0.77, 0.75, 0.74, 0.70, 0.68, 0.64, 0.61, 0.57, 0.54, 0.50, 0.46]
+    clip += [0.46 - 0.012 * k for k in range(1, 29)]
+    reward = [0.08 + 0.03 * k + 0.02 * (-1) ** k for k in range(40)]
+    rows = [
+        {"response_length/clip_ratio": c, "critic/score/mean": r}
+        for c, r in zip(clip, reward, strict=True)
+    ]
+    found = [i for i in run(rows) if i.kind == "truncation_saturation"]
+    assert found and all(i.severity is Severity.INFO for i in found)
+    assert "falling" in found[0].evidence["because"][-1]
+
+
+def test_the_same_truncation_not_falling_with_a_flat_reward_warns_then_pages() -> None:
+    clip = [0.79 + 0.01 * (-1) ** k for k in range(40)]
+    reward = [0.08 + 0.02 * (-1) ** k for k in range(40)]
+    rows = [
+        {"response_length/clip_ratio": c, "critic/score/mean": r}
+        for c, r in zip(clip, reward, strict=True)
+    ]
+    found = [i for i in run(rows) if i.kind == "truncation_saturation"]
+    assert [i.severity for i in found] == [Severity.WARNING, Severity.CRITICAL]
+    assert found[0].step == 10 and found[1].step == 20  # hold_steps, critical_steps
+
+
+def test_length_growth_with_few_truncations_and_a_flat_high_reward_is_not_a_warning() -> None:
+    """Reasoning RL lengthens its answers: 190 -> 830 tokens over 1,100 steps, truncation
+    under 10%, the reward flat-high (issue pattern 5)."""
+    rng = random.Random(5)
+    rows = [
+        {
+            "response_length/mean": 190.0 * (830.0 / 190.0) ** (k / 1099) * rng.gauss(1, 0.02),
+            "response_length/clip_ratio": max(0.0, 0.02 + 0.06 * k / 1099 + rng.gauss(0, 0.005)),
+            "critic/score/mean": 0.85 + rng.gauss(0, 0.02),
+        }
+        for k in range(1100)
+    ]
+    assert not [i for i in run(rows) if i.severity is not Severity.INFO]
+
+
+# -- why, where a person reads it --------------------------------------------------------------
+
+
+def test_the_why_reaches_slack_and_both_webhook_payloads() -> None:
+    because = ["raised by actor/entropy (level rule)", "critical: the reward has stopped rising"]
+    inc = incident(evidence={"value": 0.02, "because": because}, severity="critical")
+    msg = Message.build("r", "g", {"run_id": inc.run_id}, (inc,))
+    text = json.dumps(slack_payload(msg))
+    assert "*Why:* raised by actor/entropy (level rule); critical: the reward" in text
+    assert '"because"' not in text  # not repeated among the evidence numbers
+    assert webhook_payload(msg)["incidents"][0]["because"] == because
+    alert = alertmanager_payload(msg)["alerts"][0]
+    assert alert["annotations"]["because"] == "; ".join(because)
