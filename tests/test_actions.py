@@ -44,7 +44,7 @@ STOP = ActionRule(do="stop", dry_run=False)
 
 
 def collapse_events(run_id: str = "collapse", steps: int = 400) -> list[Event]:
-    """A simulated GRPO run whose entropy collapses (critical at step 181, 4 ranks a step)."""
+    """A simulated GRPO run whose entropy collapses (critical at step 162, 4 ranks a step)."""
     spec = random_fault_spec("entropy_collapse", 0)
     spec = RunSpec(run_id, steps=steps, seed=spec.seed, faults=spec.faults)
     return list(simulate_run(spec))
@@ -102,7 +102,7 @@ def test_a_stop_waits_for_the_confirmation_window_then_is_requested_once() -> No
 
 
 def test_an_incident_that_resolves_within_the_window_is_not_acted_on() -> None:
-    # the collapse turns critical at 181; a window longer than the rest of the run never ends
+    # the collapse turns critical at 162; a window longer than the rest of the run never ends
     act = actor([ActionRule(do="stop", dry_run=False, confirm_steps=1000)])
     assert drive(act, collapse_events()) == []
     assert ActReason.NOT_CONFIRMED in {d.reason for _, d in act.decisions}
@@ -111,12 +111,18 @@ def test_an_incident_that_resolves_within_the_window_is_not_acted_on() -> None:
 def test_warnings_are_not_acted_on_by_default_and_info_never() -> None:
     with pytest.raises(ValueError, match="never on info"):
         ActionRule(do="stop", min_severity=Severity.INFO)
-    # a run whose only incident is a warning: an entropy fall that is not yet a collapse
-    events = [e for e in collapse_events() if e.step < 175]
+    # a run whose only incident is a warning: an entropy fall that is not yet a collapse (the
+    # events before its first critical incident)
+    monitor = Monitor()
+    found = [u for e in collapse_events() for u in monitor.process(e)]
+    first_critical = min(u.step for u in found if u.severity is Severity.CRITICAL)
+    events = [e for e in collapse_events() if e.step < first_critical]
     act = actor([STOP])
     assert drive(act, events) == []
     assert list(act.records) == []
-    warned = actor([ActionRule(do="stop", dry_run=False, min_severity=Severity.WARNING)])
+    warned = actor(
+        [ActionRule(do="stop", dry_run=False, min_severity=Severity.WARNING, confirm_steps=0)]
+    )
     drive(warned, events)
     assert [(r.kind, r.status) for r in warned.records] == [("entropy_collapse", "done")]
 
@@ -476,14 +482,20 @@ def test_every_healthy_run_of_the_corpus_is_checked() -> None:
 
 
 def test_a_failure_its_check_no_longer_sees_is_not_confirmed_though_still_open() -> None:
-    # unsloth-grpo-gsm8k-qwen (healthy): a grad-norm spike at step 54 that its check sees
-    # no more; the incident stays open for resolve_after (20) updates, past the window
-    events = list(read_events([HEALTHY["unsloth-grpo-gsm8k-qwen"]]))
+    # unsloth-grpo-gsm8k-qwen (healthy) with its grad norm beyond the ceiling (1e4) at steps
+    # 54-56: critical at the third log, then a check that sees it no more; the incident stays
+    # open for resolve_after (20) updates, past the window
+    events = [
+        e.model_copy(update={"metrics": {**e.metrics, "grad_norm": 1e5}})
+        if 54 <= e.step <= 56 and "grad_norm" in e.metrics
+        else e
+        for e in read_events([HEALTHY["unsloth-grpo-gsm8k-qwen"]])
+    ]
     lifecycle_only = actor([STOP])
     monitor = Monitor()
     for event in events:
         lifecycle_only.see(event.run_id, event.step, event.tags, monitor.process(event))
-    assert [(r.kind, r.step) for r in lifecycle_only.records] == [("metric_spike", 64)]
+    assert [(r.kind, r.step) for r in lifecycle_only.records] == [("metric_spike", 66)]
     act = actor([STOP])
     drive(act, events)
     assert list(act.records) == []

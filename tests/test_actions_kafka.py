@@ -198,7 +198,7 @@ def test_a_service_restarted_after_the_stop_request_sends_no_second_one(
     from streamwatch.publish import Publisher
 
     steps = collapse_steps("grpo-restart", steps=600)
-    critical_step = 181
+    critical_step = 162
     background, seen = start_service(bootstrap, names, tmp_path / "a1.jsonl")  # makes the topics
     pub = Publisher(bootstrap, "grpo-restart", topic=names.topic, host="n0", rank=0)
     first = background.service.actor
@@ -314,7 +314,7 @@ def test_watch_stop_pid_signals_a_local_trainer_writing_its_own_log(tmp_path: Pa
         watch.kill()
     saved = json.loads(ckpt.read_text())
     assert saved["signal"] == signal.SIGTERM
-    assert 181 + STOP.confirm_steps <= saved["step"] < steps[-1][0]
+    assert 162 + STOP.confirm_steps <= saved["step"] < steps[-1][0]
     (record,) = [json.loads(line) for line in (state / "actions.jsonl").read_text().splitlines()]
     assert (record["do"], record["status"], record["kind"]) == (
         "signal",
