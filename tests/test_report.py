@@ -185,6 +185,50 @@ def test_the_report_says_what_its_marks_and_axis_are_and_draws_before_the_table(
     assert html.index('id="sw-data-0"') < html.index('id="sw-incidents"')
 
 
+def test_every_panel_names_its_quantity_and_unit_and_the_legend_its_marks(
+    faulty_log: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "report.html"
+    build_report([faulty_log], out)
+    fig = next(
+        f
+        for f in figures(out.read_text(encoding="utf-8"))
+        if f["layout"]["title"]["text"].startswith("faulty")
+    )
+    layout = fig["layout"]
+    series = traces(fig, "series")
+    for t in series:  # the y axis of each series' panel says what it is and in what unit
+        axis = "yaxis" + t.get("yaxis", "y")[1:]
+        metric = t["meta"]["metric"]
+        title = layout[axis]["title"]["text"]
+        expected = {
+            "response_length/mean": "response length (tokens)",
+            "actor/entropy": "entropy (nats/token)",
+            "critic/score/mean": "train reward",
+            "timing_s/step": "step time (s)",
+        }
+        assert title == expected.get(metric, title) and title, metric
+    titles = {layout["yaxis" + t.get("yaxis", "y")[1:]]["title"]["text"] for t in series}
+    assert {"response length (tokens)", "entropy (nats/token)", "train reward"} <= titles
+    # the legend: the logged line once, then each kind of mark drawn, once, in a fixed order
+    assert layout["showlegend"] is True
+    shown = [t for t in fig["data"] if t.get("showlegend", True)]
+    names = [t["name"] for t in sorted(shown, key=lambda t: t["legendrank"])]
+    drawn = {t["meta"]["severity"] for t in traces(fig, "incident")}
+    order = ["critical", "warning", "info", "resolved"]
+    assert names == ["logged value (mean over ranks)"] + [
+        f"{k} incident" for k in order if k in drawn
+    ]
+    assert len(drawn) >= 3
+
+
+def test_every_indicator_has_a_unit_decided() -> None:
+    from streamwatch.indicators import Indicator
+    from streamwatch.report.axes import UNITS
+
+    assert set(UNITS) == {i.value for i in Indicator}
+
+
 def test_incidents_sit_on_their_curve_at_the_step_they_fired(
     faulty_log: Path, tmp_path: Path
 ) -> None:

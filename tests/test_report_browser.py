@@ -117,6 +117,56 @@ def test_every_panel_and_incident_marker_is_drawn(browser: Any, tmp_path: Path) 
     assert "ratio_to_reference = " in hover
 
 
+#: What the browser drew of the axes' titles, the legend and the titles above the panels.
+LABELS_JS = """() => {
+  const gd = document.querySelector("div.sw-figure");
+  const box = el => { const r = el.getBoundingClientRect();
+    return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; };
+  return {
+    figure: box(gd),
+    ytitles: Array.from(gd.querySelectorAll("g.infolayer text[class^='y'][class$='title']"))
+      .map(t => t.textContent),
+    legend: Array.from(gd.querySelectorAll("g.legend g.traces")).map(t => t.textContent),
+    legendBox: box(gd.querySelector("g.legend")),
+    titles: Array.from(gd.querySelectorAll("g.annotation, g.g-gtitle")).map(box),
+  };
+}"""
+
+
+def test_every_panel_has_its_y_axis_title_and_the_figure_a_legend(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Drawn, not only configured: one y-axis title per panel (quantity and unit) and one
+    legend line naming the curve and each kind of mark, inside the figure and clear of the
+    run's title and the panels' titles."""
+    log = tmp_path / "three-failures.jsonl"
+    write_jsonl(simulate([RunSpec("three-failures", steps=400, seed=3, faults=FAULTS)]), log)
+    out = tmp_path / "report.html"
+    summary = build_report([log], out)
+    page, errors = open_page(browser, out)
+    drawn = page.evaluate(LABELS_JS)
+    assert len(drawn["ytitles"]) == summary.panels
+    assert {"response length (tokens)", "entropy (nats/token)", "train reward"} <= set(
+        drawn["ytitles"]
+    )
+    legend = drawn["legend"]
+    assert legend[0] == "logged value (mean over ranks)"
+    assert {"critical incident", "warning incident", "resolved incident"} <= set(legend[1:])
+    assert len(legend) == len(set(legend))  # each once, though every panel has its curve
+    box, fig = drawn["legendBox"], drawn["figure"]
+    assert fig["left"] <= box["left"] and box["right"] <= fig["right"]
+    assert fig["top"] <= box["top"] and box["bottom"] <= fig["bottom"]
+    for title in drawn["titles"]:
+        apart = (
+            title["right"] <= box["left"]
+            or box["right"] <= title["left"]
+            or title["bottom"] <= box["top"]
+            or box["bottom"] <= title["top"]
+        )
+        assert apart, (title, box)
+    assert errors == []
+
+
 def test_many_runs_draw_lazily_and_completely(browser: Any, tmp_path: Path) -> None:
     log = tmp_path / "runs.jsonl"
     specs = [RunSpec(f"run-{i:02d}", steps=150, seed=i, ranks_per_host=1) for i in range(12)]

@@ -31,6 +31,7 @@ from streamwatch.incidents import Incident, Severity, Status
 from streamwatch.notes import incident_notes
 from streamwatch.replay import replay_files
 
+from .axes import axis_title
 from .data import RunData, Series, collect_runs, is_indicator
 from .downsample import downsample
 from .forecast import outlook
@@ -162,6 +163,7 @@ def _figure(run: RunData, panels: list[_Panel], max_points: int) -> tuple[Any, i
         horizontal_spacing=0.07,
     )
     points = markers = 0
+    in_legend: set[str] = set()  # each kind of mark once in the legend
     for i, panel in enumerate(panels):
         row, col = i // cols + 1, i % cols + 1
         s = panel.series
@@ -176,15 +178,21 @@ def _figure(run: RunData, panels: list[_Panel], max_points: int) -> tuple[Any, i
                 mode="lines+markers" if len(steps) < 40 else "lines",
                 line={"width": 1.4, "color": "#3b6ea8"},
                 marker={"size": 4},
-                name=s.metric,
+                name=_SERIES_LEGEND,
+                legendgroup="series",
+                legendrank=1,
+                showlegend=i == 0,
                 hovertemplate="step %{x}<br>%{y:.5g}<extra>" + html.escape(s.metric) + "</extra>",
                 meta={"role": "series", "metric": s.metric},
             ),
             row=row,
             col=col,
         )
+        fig.update_yaxes(title_text=axis_title(s.metric, s.indicator), row=row, col=col)
         for trace in _incident_traces(s, panel.incidents):
             markers += len(trace.x)
+            trace.showlegend = trace.legendgroup not in in_legend
+            in_legend.add(trace.legendgroup)
             fig.add_trace(trace, row=row, col=col)
     incidents = [inc for p in panels for inc in p.incidents]
     firing = Counter(i.severity.value for i in incidents if i.status is Status.FIRING)
@@ -192,12 +200,24 @@ def _figure(run: RunData, panels: list[_Panel], max_points: int) -> tuple[Any, i
     fig.update_layout(
         title={"text": html.escape(run.run_id) + (f" · {tally}" if tally else ""), "x": 0.01},
         height=_height(rows),
-        margin={"l": 55, "r": 20, "t": 70, "b": 35},
-        showlegend=False,
+        margin={"l": 70, "r": 20, "t": 70, "b": 35},
+        showlegend=True,
+        # one line at the top right, level with the run's title, above the panels' titles
+        legend={
+            "orientation": "h",
+            "x": 1.0,
+            "xanchor": "right",
+            "y": 1.0 + 42 / (_height(rows) - 105),
+            "yanchor": "bottom",
+            "font": {"size": 11},
+            "itemclick": False,
+            "itemdoubleclick": False,
+        },
         hovermode="closest",
         hoverlabel={"align": "left"},
     )
     fig.update_annotations(font_size=12.5)
+    fig.update_yaxes(title_font_size=11, title_standoff=2)
     fig.update_xaxes(showspikes=True, spikemode="across", spikethickness=1)
     for col in range(1, cols + 1):  # the bottom panel of each column names the axis
         bottom = max(r for r in range(1, rows + 1) if (r - 1) * cols + col <= len(panels))
@@ -239,7 +259,9 @@ def _incident_traces(s: Series, incidents: Sequence[Incident]) -> list[Any]:
                 y=[0.0 if y is None else y for y in ys],
                 mode="markers",
                 marker=marker,
-                name=f"{key} incidents",
+                name=_MARK_LEGEND[key],
+                legendgroup=key,
+                legendrank=2 + _MARK_ORDER.index(key),
                 hovertext=[_hover(inc) for inc in group],
                 hovertemplate="%{hovertext}<extra></extra>",
                 meta={"role": "incident", "severity": key},
@@ -249,10 +271,14 @@ def _incident_traces(s: Series, incidents: Sequence[Incident]) -> list[Any]:
 
 
 _SHAPES = {"critical": "&#9670;", "warning": "&#9650;", "info": "&#9679;"}
+_SERIES_LEGEND = "logged value (mean over ranks)"
+_MARK_ORDER = ("critical", "warning", "info", "resolved")
+_MARK_LEGEND = {k: f"{k} incident" for k in _MARK_ORDER}
 
 
 def _legend() -> str:
-    """What the marks on the curves mean (the figures draw no legend of their own)."""
+    """What the marks on the curves mean, for the page (each figure's legend names the marks
+    it draws)."""
     items = [
         f'<span style="color:{SEVERITY_COLOURS[k]}">{_SHAPES[k]}</span> {k}'
         for k in ("critical", "warning", "info")
