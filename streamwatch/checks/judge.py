@@ -125,10 +125,11 @@ def _length(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) 
     because.append(ctx.trend_words("train_reward", ctx.reward))
     t_way = trunc.way(ctx.t)
     low = trunc.known and trunc.mean() < ctx.s.low_truncation and t_way <= 0
-    if low and reward >= 0:
+    slow = f.rule in ("trend", "slow")  # growth over many steps, not 1.5x in 10
+    if slow and low and reward >= 0:
         why = "truncation low and not rising, reward not falling: the expected lengthening"
         return _decide(_INFO, why, because)
-    if not trunc.known and reward > 0:
+    if slow and not trunc.known and reward > 0:
         return _decide(_INFO, "the reward rises with the length (no clip ratio logged)", because)
     at_cap = trunc.known and trunc.mean() >= cfg.length.truncation_warning
     if f.severity is _CRITICAL and (at_cap or reward < 0):

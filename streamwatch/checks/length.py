@@ -71,7 +71,7 @@ class LengthCheck:
         to_ref = smooth / self.ref
         # a climb with half the evidence, but fast: half the window's growth threshold
         climbing = self._rising.statistic > self.s.explosion_trend.threshold / 2
-        rule = "growth"
+        rule = "fast"  # within growth_window steps
         if growth >= self.s.explosion_growth:
             why = f"grew {growth:.2f}x in {len(self._recent) - 1} steps"
         elif climbing and growth >= 1.0 + (self.s.explosion_growth - 1.0) / 2:
@@ -79,6 +79,7 @@ class LengthCheck:
         elif rising:
             rule, why = "trend", f"is climbing away from its own trend ({growth:.2f}x in a window)"
         elif smooth >= self.s.explosion_long_growth * (low := min(self._long)):
+            rule = "slow"  # within explosion_long_window steps
             since = len(self._long) - 1 - self._long.index(low)
             growth = smooth / low
             why = f"grew {growth:.2f}x in {since} steps"
