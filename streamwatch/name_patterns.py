@@ -38,7 +38,7 @@ REWARD = frozenset({"reward", "rewards", "score", "scores"})
 STD = frozenset({"std", "stdev", "stddev", "sd"})
 MAX = frozenset({"max", "maximum"})
 MIN = frozenset({"min", "minimum"})
-EVAL = frozenset({"val", "valid", "validation", "eval", "evaluation", "test", "heldout"})
+EVAL = frozenset({"val", "validation", "eval", "evaluation", "test", "heldout"})
 ACCURACY = frozenset({"accuracy", "acc", "pass", "correct", "success"})
 #: words of a setting or a target, not of something the run measured
 SETTING = frozenset({"coef", "coeff", "coefficient", "beta", "target", "weight", "lr", "ctl"})

@@ -130,6 +130,7 @@ def test_a_name_no_rule_knows_is_bound_by_its_words_after_every_rule() -> None:
         ("eval_frac_reward_zero_std", None),
         ("prompt_length/clip_ratio", None),
         ("prompt_length/mean", None),
+        ("reward/valid_rate", "train_reward"),  # valid outputs, not a validation set
         ("Learning Rate", None),
         ("Tokens/sec", None),
     ],
