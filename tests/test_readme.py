@@ -118,7 +118,8 @@ def _world(where: Path) -> Path:
     """A user's working directory: the repository's files (linked), this environment as
     ``.venv``, and real files where the README names a user's own."""
     for entry in ROOT.iterdir():
-        if entry.name not in (".git", ".venv") and not entry.name.endswith("_cache"):
+        # no hidden entry: a command's state (.streamwatch/, .kafka/) stays in this directory
+        if not entry.name.startswith(".") and not entry.name.endswith("_cache"):
             (where / entry.name).symlink_to(entry)
     (where / ".venv").symlink_to(Path(sys.prefix))
     runs = where / "runs"
