@@ -353,6 +353,9 @@ def test_compare_command_prints_the_table_and_can_fail_on_worse(
     assert re.search(r"^entropy\s+worse \(lower\)", printed, re.M)
     assert "between-seed variation (3 baseline vs 3 candidate runs)" in printed
     assert out.exists() and len(figures(out.read_text(encoding="utf-8"))) == 1
+    (layout,) = [f["layout"] for f in figures(out.read_text(encoding="utf-8"))]
+    ytitles = {v["title"]["text"] for k, v in layout.items() if k.startswith("yaxis")}
+    assert {"entropy (nats/token)", "response length (tokens)", "step time (s)"} <= ytitles
     assert run_report_command(parse(["compare", "-b", str(base), "-c", str(cand)])) == 0
 
 

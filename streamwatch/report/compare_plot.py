@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .axes import axis_title
 from .compare import ComparisonResult, IndicatorComparison, Verdict, window_means
 from .data import Series
 from .downsample import downsample
@@ -101,6 +102,7 @@ def _figure(result: ComparisonResult, max_points: int) -> tuple[Any, int]:
         for side, group in (("baseline", base), ("candidate", cand)):
             for trace in _traces(c, side, group, max_points):
                 fig.add_trace(trace, row=row, col=col)
+        fig.update_yaxes(title_text=axis_title(c.name, c.name), row=row, col=col)
         if c.onset_step is not None and c.windows:
             colour = _VERDICT_COLOURS[c.verdict]
             fig.add_vrect(
@@ -120,12 +122,13 @@ def _figure(result: ComparisonResult, max_points: int) -> tuple[Any, int]:
             )
     fig.update_layout(
         height=90 + 250 * rows,
-        margin={"l": 55, "r": 20, "t": 60, "b": 35},
+        margin={"l": 70, "r": 20, "t": 60, "b": 35},
         showlegend=False,
         hovermode="closest",
         title={"text": "baseline (blue) vs candidate (orange)", "x": 0.01},
     )
     fig.update_annotations(font_size=12.5)
+    fig.update_yaxes(title_font_size=11, title_standoff=2)
     for k in range(2, len(comps) + 1):
         fig.layout[f"xaxis{k}"].matches = "x"
     return fig, 90 + 250 * rows
