@@ -254,6 +254,11 @@ class HackingSettings(_Section):
         ("*accura*", "*correct*", "*verif*", "*math*", "*code*", "*pass*", "*exact*"),
         description="lower-cased globs of the components that check the answer itself",
     )
+    not_verifiable: tuple[str, ...] = Field(
+        ("*format*", "*xml*", "*style*"),
+        description="lower-cased globs of components that check the look, whatever else their "
+        "name says (Unsloth's match_format_exactly is a format reward, not an exact match)",
+    )
     component_min_logs: int = Field(3, ge=2, description="logs of both before judging")
     component_drop: float = Field(
         0.05, gt=0, description="a verifiable component this far below its start..."

@@ -147,3 +147,15 @@ def test_the_why_reaches_slack_and_both_webhook_payloads() -> None:
     assert webhook_payload(msg)["incidents"][0]["because"] == because
     alert = alertmanager_payload(msg)["alerts"][0]
     assert alert["annotations"]["because"] == "; ".join(because)
+
+
+def test_a_format_reward_is_no_verifiable_one_and_a_grad_norm_back_in_range_no_spike() -> None:
+    """A TRL GRPO run that solves its prompts (check_answer 1.6 -> 5.0, format rewards at
+    their maxima): ``rewards/match_format_exactly`` checks the look, not the answer, so its
+    fall while check_answer rises is no hacking; once every group is solved the grad norm
+    is ~0.008, and a return to 4 (where it was while the run learnt) is no spike."""
+    path = REAL / "runs" / "trl-grpo-hint-unfaithful"
+    found = fired(path / "checkpoint-300" / "trainer_state.json")
+    assert not [i for i in found if i.kind == "reward_hacking"]
+    spikes = [i for i in found if i.kind == "metric_spike" and i.indicator == "grad_norm"]
+    assert not [i for i in spikes if i.severity is not Severity.INFO]

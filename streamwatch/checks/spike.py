@@ -92,6 +92,8 @@ class SpikeCheck:
         w.update(x)
         if spike and self._spiking.streak == 0:
             self.first_step = step
+        if spike and self._growth is not None and not self._beyond_range(x):
+            spike = False  # a magnitude back where the run had it: inside its own range
         if not self._spiking.update(spike):
             return []
         size = x / med if med else float("inf")
@@ -121,6 +123,15 @@ class SpikeCheck:
                 rule="spike",
             )
         ]
+
+    def _beyond_range(self, x: float) -> bool:
+        """Is ``x`` above the run's own range (the smoothed values before the last
+        ``range_recent``; True while that range is not known)?"""
+        past = self._range
+        recent = self.s.range_recent
+        if len(past) <= recent:
+            return True
+        return x > max(v for i, v in enumerate(past) if i < len(past) - recent)
 
     def _beyond(self, step: int, x: float, ceiling: float) -> Finding:
         """A value no healthy run reaches, whatever came before (no warm-up); one such step
