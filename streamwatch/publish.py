@@ -222,6 +222,7 @@ class Publisher:
                 topic=control_topic,
                 consumer_config=_consumer_config(self._producer_config),
                 clock=clock,
+                reachable=self._reachable,
             )
 
     # ------------------------------------------------------------------ stop requests

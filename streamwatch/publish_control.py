@@ -14,6 +14,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from streamwatch.control import DEFAULT_CONTROL_TOPIC, is_stop_for, parse
@@ -36,11 +37,13 @@ class StopListener:
         topic: str = DEFAULT_CONTROL_TOPIC,
         consumer_config: dict[str, Any] | None = None,
         clock: Any = time.time,
+        reachable: Callable[[], bool] = lambda: True,
     ) -> None:
         self.run_id = run_id
         self.topic = topic
         self._servers = list(bootstrap_servers)
         self._config = dict(consumer_config or {})
+        self._reachable = reachable  # checked first: a refused bootstrap leaks sockets
         self._since_ms = int(clock() * 1000)
         self._key = run_id.encode()
         self._requested = threading.Event()
@@ -96,8 +99,28 @@ class StopListener:
             self._stop.wait(_RETRY_S)
 
     def _open(self, kafka: Any) -> Any:
+        if not self._reachable():
+            self.error = "no broker reachable"
+            return None
         config = {"enable_auto_commit": False, "group_id": None, **self._config}
-        consumer = kafka.KafkaConsumer(bootstrap_servers=self._servers, **config)
+        created: list[Any] = []
+        make_client = (
+            config.get("kafka_client") or kafka.KafkaConsumer.DEFAULT_CONFIG["kafka_client"]
+        )
+
+        def client(**kwargs: Any) -> Any:
+            made = make_client(**kwargs)
+            created.append(made)
+            return made
+
+        config["kafka_client"] = client
+        try:
+            consumer = kafka.KafkaConsumer(bootstrap_servers=self._servers, **config)
+        except Exception:
+            for made in created:  # kafka-python leaves a failed start's client open
+                with contextlib.suppress(Exception):
+                    made.close()
+            raise
         try:
             parts = consumer.partitions_for_topic(self.topic)
             if not parts:

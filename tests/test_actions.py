@@ -18,6 +18,7 @@ import time
 import tomllib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,7 @@ from streamwatch.alerting.notify.slack import slack_payload
 from streamwatch.alerting.silence import SilenceFile, add_silence
 from streamwatch.clock import ManualClock
 from streamwatch.config import Config, ConfigError, load_config
+from streamwatch.control import is_stop_for
 from streamwatch.events import Event
 from streamwatch.incidents import Incident, Severity
 from streamwatch.monitor import Monitor
@@ -511,3 +513,97 @@ def test_the_default_stop_rule_stops_the_simulated_collapse_it_is_compared_with(
 
 def test_config_defaults_have_no_actions() -> None:
     assert Config().actions == ()
+
+
+# -- the live service, on the in-memory broker --------------------------------------------------
+
+
+def _service_parts() -> tuple[Any, ManualClock]:
+    from streamwatch.kafka_tools import TopicSpec
+    from streamwatch.live.testing import FakeBroker
+
+    clock = ManualClock()
+    broker = FakeBroker(clock)
+    broker.ensure_topics({"metrics": TopicSpec(2)})
+    return broker, clock
+
+
+def _service(broker: Any, clock: ManualClock, rules: Sequence[ActionRule], **kw: Any) -> Any:
+    from streamwatch.config import EngineConfig
+    from streamwatch.live import Service, ServiceSettings
+    from streamwatch.sources.kafka import KafkaConnection
+
+    settings = ServiceSettings(
+        connection=KafkaConnection(bootstrap_servers="in-memory:9092"),
+        topic="metrics",
+        group="g",
+        incidents_topic="incidents",
+        dead_letter_topic="dlq",
+        state_topic="state",
+        control_topic="control",
+        console=False,
+    )
+    act = Actor(rules, stop=True, executor=Executor(background=False), clock=clock, **kw)
+    config = Config(engine=EngineConfig(disabled_kinds=("run_stalled",)))
+    return Service(settings, config, clock=clock, broker=broker, actor=act)
+
+
+def _publish(broker: Any, events: Sequence[Event]) -> None:
+    for e in events:
+        broker.produce("metrics", json.dumps(e.to_json_dict()).encode(), key=e.run_id.encode())
+
+
+def _control(broker: Any) -> list[dict[str, Any]]:
+    from streamwatch.control import parse
+
+    return [m for r in broker.records("control") if (m := parse(r.value)) is not None]
+
+
+def test_the_service_in_a_dry_run_sends_a_record_and_no_stop_request() -> None:
+    broker, clock = _service_parts()
+    events = collapse_events()
+    _publish(broker, events)
+    service = _service(broker, clock, [ActionRule(do="stop")])  # dry_run by default
+    service.run(max_idle=3.0)
+    messages = _control(broker)
+    assert [(m["type"], m["record"]["status"]) for m in messages] == [("record", "dry_run")]
+    assert not any(is_stop_for(m, "collapse") for m in messages)
+
+
+def test_a_service_that_takes_over_before_the_confirmation_acts_once_after_it() -> None:
+    from streamwatch.live import Service
+
+    broker, clock = _service_parts()
+    events = collapse_events()
+    critical = first_critical(events)
+    cut = next(i for i, e in enumerate(events) if e.step == critical.step + 4)
+    _publish(broker, events[:cut])
+    first: Service = _service(broker, clock, [STOP], dry_run=False)
+    first.run(max_idle=3.0)
+    assert _control(broker) == []  # stopped four steps into the window
+    _publish(broker, events[cut:])
+    second: Service = _service(broker, clock, [STOP])
+    second.run(max_idle=3.0)
+    stops = [m for m in _control(broker) if m["type"] == "stop"]
+    assert [(m["incident"], m["step"]) for m in stops] == [
+        (critical.id, critical.step + STOP.confirm_steps)
+    ]
+    third: Service = _service(broker, clock, [STOP])  # and once more: nothing new
+    _publish(broker, collapse_events("collapse", steps=420)[len(events) :])
+    third.run(max_idle=3.0)
+    assert len([m for m in _control(broker) if m["type"] == "stop"]) == 1
+    assert third.actor is not None and list(third.actor.records) == []
+
+
+def test_a_publisher_listening_for_stops_without_a_broker_never_blocks_and_closes() -> None:
+    from streamwatch.publish import Publisher
+
+    pub = Publisher("127.0.0.1:1", run_id="r", stop_requests=True, host="h", rank=0)
+    started = time.monotonic()
+    for step in range(100):
+        pub.log({"loss": 1.0}, step=step)
+        assert not pub.stop_requested
+    assert time.monotonic() - started < 1.0
+    assert pub.stop_reason is None and pub.stop_request is None
+    pub.close(timeout=1.0)
+    assert time.monotonic() - started < 5.0
