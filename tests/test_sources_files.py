@@ -868,6 +868,42 @@ def test_a_printed_dict_log_starting_at_its_first_line_is_console(tmp_path: Path
     assert [e.step for e in events] == [1, 2]
 
 
+def test_quoted_dicts_printed_after_the_finished_bar_are_counted() -> None:
+    """Recent transformers quote each value; with stdout buffered, the dicts come after the
+    bar has ended (real rows: runs.toml, a 200-step run logging every step)."""
+    run = DATA / "real" / "runs" / "trl-grpo-gsm8k-qwen3.5-9b-rho1.00_seed42"
+    events, source = read(run / "gate2_rho1.00_seed42.log")
+    assert source.format == "console" and not source.problems
+    assert [e.step for e in events] == [*range(1, 201), 200]  # the closing summary: at 200
+    assert same(
+        events[2].metrics,
+        {
+            "loss": 9.825e-06,
+            "grad_norm": 0.2334,
+            "learning_rate": 2e-05,
+            "completion_length": 244.5,
+            "rewards/reward_fn": 0.375,
+            "reward": 0.375,
+            "reward_std": 0.1768,
+            "kl": 0.0002458,
+            "epoch": 0.001606,
+        },
+    )
+    assert events[199].metrics["reward"] == 0.625 and events[199].metrics["epoch"] == 0.107
+    assert events[200].metrics["train_runtime"] == 6702.0
+    # the sentence "Updated tokens: {'eos_token_id': ...}." before training is no record
+    assert all("eos_token_id" not in e.metrics for e in events)
+
+
+def test_a_dict_inside_a_sentence_is_no_record() -> None:
+    """verl prints its batch's meta info as a dict after a label (real log: runs.toml)."""
+    path = DATA / "real" / "runs" / "verl-ppo-gsm8k-dstack" / "verl_demo.log"
+    assert "test_gen_batch meta info: {'eos_token_id'" in path.read_text(encoding="utf-8")
+    events, _ = read(path)
+    assert all("eos_token_id" not in e.metrics for e in events)
+    assert min(e.step for e in events) == 101  # the log's first step:N line
+
+
 def test_a_tensorboard_file_cut_short_is_read_up_to_the_cut(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard")
     real = next((FORMATS_DIR / "tensorboard" / "q3b_fsdp_base").iterdir())

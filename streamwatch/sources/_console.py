@@ -7,10 +7,16 @@ Four kinds of line are read, anywhere in a line (after a Ray prefix such as
 - ROLL's stdout tracker: ``metrics_tag: {"step": 3, "metrics": {...}}``;
 - mlx-lm's trainers (and mlx-lm-lora's GRPO): ``Iter 5: Train loss 0.012, Total rewards mean
   0.5, ..., Peak mem 34.7 GB``, names of several words, a unit after the value dropped;
-- the dicts the Hugging Face Trainer (and TRL) print: ``{'loss': 0.1, 'grad_norm': nan, ...}``.
+- the dicts the Hugging Face Trainer (and TRL) print: ``{'loss': 0.1, 'grad_norm': nan, ...}``,
+  or, in recent transformers versions, with each value quoted (``{'loss': '0.2218', ...}``).
   They carry no step: it is the count of the training progress bar printed before them
-  (``10/43 [14:12<44:45, 81.39s/it]``, the bar with the largest total), or, with no bar, the
-  dict's place among the dicts (1, 2, ...).
+  (``10/43 [14:12<44:45, 81.39s/it]``, the bar with the largest total). A bar that has not
+  started (0) or has already ended when the first dict comes says nothing of the dicts' steps:
+  their output was held back (stdout is buffered when it goes to a file, the bar is written
+  to stderr at once) and comes as one block, with the bar before it. Then, as with no bar at
+  all, a dict's step is its place among the training dicts (1, 2, ...); an evaluation dict
+  (``eval_*`` only) or the closing summary (``train_runtime``) takes the step of the dict
+  before it.
 
 Every other line is not metrics and is passed over without a problem.
 
@@ -18,6 +24,8 @@ Every other line is not metrics and is passed over without a problem.
 (4, {'actor/entropy': '0.5', 'perf/mfu': '0.3'})
 >>> parse_printed_dict("{'loss': 0.0, 'grad_norm': nan, 'epoch': 0.23, 'note': 'x'}")
 {'loss': '0.0', 'grad_norm': 'nan', 'epoch': '0.23'}
+>>> parse_printed_dict("{'loss': '1.169e-05', 'kl': '0', 'note': 'x', 'lr': 'nan'}")
+{'loss': '1.169e-05', 'kl': '0', 'lr': 'nan'}
 >>> parse_mlx("Iter 3: Train loss -0.673, Learning Rate 1.000e-05, Peak mem 32.940 GB")
 (3, {'Train loss': '-0.673', 'Learning Rate': '1.000e-05', 'Peak mem': '32.940'})
 >>> parse_mlx("Iter 100: Saved adapter weights to adapters.safetensors.") is None
@@ -49,7 +57,7 @@ _MLX_PAIR = re.compile(
 _SNIFF = (
     re.compile(rb"(?:^|[\s)\]])step:\d+ - [\w/@.-]+:"),
     re.compile(rb"metrics_tag: \{"),
-    re.compile(rb"\{'[\w/@.-]+': -?(?:\d|nan|inf)"),
+    re.compile(rb"\{'[\w/@.-]+': ['\"]?-?(?:\d|nan|inf)"),
     re.compile(rb"(?:^|\s)Iter \d+: [A-Za-z][\w /]* -?\d"),
 )
 
@@ -79,17 +87,28 @@ def parse_verl(line: str) -> tuple[int, dict[str, str]] | None:
 
 
 def parse_printed_dict(line: str) -> dict[str, str] | None:
-    """The numeric-looking entries of a printed Python dict, or None if the line has none."""
+    """The numeric-looking entries of a printed Python dict, or None if the line has none.
+
+    The dict begins its line, or what follows the line's last carriage return (a progress
+    bar drawn before it): a dict quoted inside a sentence is not a log record.
+
+    >>> parse_printed_dict("Updated tokens: {'eos_token_id': 248046}.") is None
+    True
+    """
     start = _DICT.search(line)
-    if start is None:
+    if start is None or line[: start.start()].rpartition("\r")[2].strip():
         return None
     end = line.rfind("}")
     body = line[start.start() : end + 1 if end > start.start() else len(line)]
-    values = {
-        name: _value(value)
-        for name, value in _ENTRY.findall(body)
-        if not value.lstrip().startswith(("'", '"'))
-    }
+    values: dict[str, str] = {}
+    for name, value in _ENTRY.findall(body):
+        value = value.strip()
+        if value[:1] in ("'", '"'):
+            inner = value[1:-1] if len(value) > 1 and value[-1] == value[0] else ""
+            if to_float(inner) is None:
+                continue  # a text entry, or a number as a string: only the latter is a value
+            value = inner
+        values[name] = _value(value)
     return values or None
 
 
@@ -120,12 +139,48 @@ class _Bar:
                 self.step = int(done)
 
 
+#: keys of the Trainer's closing summary dict (``{'train_runtime': ..., 'train_loss': ...}``)
+_SUMMARY = "train_runtime"
+
+
+class _DictSteps:
+    """The step of each printed dict: the bar's count, or the dicts' own order.
+
+    >>> bar, steps = _Bar(), _DictSteps()
+    >>> bar.update("100%|##| 200/200 [1:46:43<00:00, 32.02s/it]")
+    >>> [steps.step({'loss': '0'}, bar), steps.step({'loss': '1'}, bar)]
+    [1, 2]
+    >>> [steps.step({'eval_loss': '1'}, bar), steps.step({'train_runtime': '9'}, bar)]
+    [2, 2]
+    """
+
+    def __init__(self) -> None:
+        self.counted: bool | None = None  # decided at the first dict
+        self.count = 0
+
+    def step(self, values: dict[str, str], bar: _Bar) -> int:
+        if self.counted is None:
+            self.counted = bar.step is None or bar.step in (0, bar.total)
+        if not self.counted:
+            assert bar.step is not None
+            return bar.step
+        training = _SUMMARY not in values and not all(k.startswith("eval_") for k in values)
+        if training or self.count == 0:
+            self.count += 1
+        return self.count
+
+    def source(self) -> str:
+        if self.counted:
+            return "the printed dicts' order (no progress bar before each)"
+        return "the training progress bar's count"
+
+
 def read_console(ctx: ReadContext) -> Iterator[Event]:
     """The metrics lines of a console log, one event each (see the module documentation)."""
     run_id = ctx.file_run_id
     ctx.line_run_id = run_id
     bar = _Bar()
-    dicts = 0
+    dicts = _DictSteps()
     for lineno, raw in ctx.lines():
         line = raw.decode("utf-8", "replace")
         roll = line.find(_ROLL)
@@ -140,13 +195,9 @@ def read_console(ctx: ReadContext) -> Iterator[Event]:
             event = _event(ctx, lineno, mlx[0], mlx[1])
         elif (printed := parse_printed_dict(line)) is not None:
             bar.update(line[: _DICT.search(line).start()])  # type: ignore[union-attr]
-            dicts += 1
-            ctx.stats.step_source = (
-                "the training progress bar's count"
-                if bar.step is not None
-                else "the printed dicts' order (no progress bar)"
-            )
-            event = _event(ctx, lineno, bar.step if bar.step is not None else dicts, printed)
+            step = dicts.step(printed, bar)
+            ctx.stats.step_source = dicts.source()
+            event = _event(ctx, lineno, step, printed)
         else:
             bar.update(line)
             continue
