@@ -176,3 +176,22 @@ def test_a_file_of_no_known_format_yet_is_waited_for(tmp_path: Path) -> None:
     watcher.poll()
     assert [f.format for f in watcher.followers] == ["console"]
     assert watcher.stats.events == 1 and watcher.not_followed == {}
+
+
+def test_a_directory_follows_a_bounded_number_of_text_logs(tmp_path: Path) -> None:
+    """Each text log has a reader thread: past the limit, a log is listed as not followed,
+    with the reason, instead of starting one more."""
+    from streamwatch.sources.follow import Directory
+
+    for i in range(4):
+        (tmp_path / f"run{i}.jsonl").write_bytes(EXAMPLE.read_bytes())
+    problems: list[object] = []
+    directory = Directory(tmp_path, None, None, problems.append, 2**20, max_logs=3)
+    events = directory.poll()
+    assert len(directory.children) == 3
+    (skipped,) = directory.not_followed
+    assert skipped.name == "run3.jsonl"
+    assert "3 text logs of this directory are followed already" in directory.not_followed[skipped]
+    assert {e.run_id for e in events} == {"example-entropy-collapse"} and problems == []
+    for child in directory.children.values():
+        child.close()

@@ -35,6 +35,9 @@ _FLUSH = object()
 _STOP = object()
 #: How long a poll waits for a text reader to take the lines it was given.
 _READ_TIMEOUT = 60.0
+#: The most text logs one directory follows (each has a reader thread); later ones are
+#: listed as not followed, with this limit as the reason.
+MAX_FOLLOWED_LOGS = 256
 
 Report = Callable[[Problem], None]
 #: Told of each log a :class:`Directory` starts to follow, with the events of its first poll.
@@ -350,9 +353,11 @@ class Directory(Follower):
         report: Report,
         max_line_bytes: int,
         on_open: Opened | None = None,
+        max_logs: int = MAX_FOLLOWED_LOGS,
     ) -> None:
         self.path = path
         self.format = "directory"
+        self._max_logs = max_logs
         self._format = format
         self._run_id = run_id
         self._report = report
@@ -404,10 +409,19 @@ class Directory(Follower):
             return
         self.not_followed.pop(log, None)
         self._judged.pop(log, None)
+        if fmt not in ("hf", "tensorboard") and self._text_logs() >= self._max_logs:
+            self.not_followed[log] = (
+                f"{self._max_logs} text logs of this directory are followed already, the most"
+                " one directory follows (watch a subdirectory, or each run's log)"
+            )
+            return
         if fmt == "hf":
             self._add(log, RewrittenDocument(log, fmt, self._run_id, self._report))
         elif fmt != "tensorboard":
             self._add(log, TextLog(log, fmt, self._run_id, self._report, self._limit))
+
+    def _text_logs(self) -> int:
+        return sum(isinstance(c, TextLog) for c in self.children.values())
 
     def poll(self) -> list[Event]:
         self._discover()
