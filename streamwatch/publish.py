@@ -54,7 +54,7 @@ from typing import Any
 
 from streamwatch.control import DEFAULT_CONTROL_TOPIC
 from streamwatch.markers import FINISHED_METRIC, FINISHED_TAG, FINISHED_VALUE
-from streamwatch.publish_control import StopListener
+from streamwatch.publish_control import StopListener, close_clients, track_clients
 
 __all__ = [
     "DEFAULT_TOPIC",
@@ -483,24 +483,11 @@ class Publisher:
         config["bootstrap_servers"] = self._servers
         if self._stop.is_set() and "bootstrap_timeout_ms" not in self._producer_config:
             config["bootstrap_timeout_ms"] = max(int(self._time_left() * 1000), 1)
-        created: list[Any] = []
-        make_client = (
-            config.get("kafka_client") or kafka.KafkaProducer.DEFAULT_CONFIG["kafka_client"]
-        )
-
-        def client(**kwargs: Any) -> Any:
-            made = make_client(**kwargs)
-            created.append(made)
-            return made
-
-        config["kafka_client"] = client
+        created = track_clients(config, kafka.KafkaProducer)
         try:
             producer = kafka.KafkaProducer(**config)
         except Exception as exc:
-            # kafka-python leaves the client of a failed start open (its sockets, selector
-            # and wake-up pipe): close it here, or every failed bootstrap leaks them
-            for made in created:
-                _close_quietly(made)
+            close_clients(created)  # or every failed bootstrap leaks its sockets
             self._broker = "not_answering"
             self._error("cannot create the Kafka producer: %s: %s", type(exc).__name__, exc)
             return None
@@ -682,11 +669,6 @@ def _close_producer(producer: Any, deadline: float, *, abandon: bool) -> None:
         sender.force_close()
         sender.join(max(deadline - time.monotonic(), 0.05))
     producer.close(timeout=0)
-
-
-def _close_quietly(client: Any) -> None:
-    with contextlib.suppress(Exception):
-        client.close()
 
 
 #: producer settings a consumer of the same cluster needs too (security, addresses)

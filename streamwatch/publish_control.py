@@ -19,11 +19,34 @@ from typing import Any
 
 from streamwatch.control import DEFAULT_CONTROL_TOPIC, is_stop_for, parse
 
-__all__ = ["StopListener"]
+__all__ = ["StopListener", "close_clients", "track_clients"]
 
 _log = logging.getLogger(__name__)
 _POLL_MS = 200
 _RETRY_S = 2.0
+
+
+def track_clients(config: dict[str, Any], kind: Any) -> list[Any]:
+    """Make the kafka-python client ``kind`` (KafkaProducer, KafkaConsumer) about to be
+    created from ``config`` note the network clients it makes, for :func:`close_clients`."""
+    created: list[Any] = []
+    make_client = config.get("kafka_client") or kind.DEFAULT_CONFIG["kafka_client"]
+
+    def client(**kwargs: Any) -> Any:
+        made = make_client(**kwargs)
+        created.append(made)
+        return made
+
+    config["kafka_client"] = client
+    return created
+
+
+def close_clients(created: list[Any]) -> None:
+    """kafka-python leaves the client of a failed start open (its sockets, selector and
+    wake-up pipe): close them, or every failed bootstrap leaks them."""
+    for made in created:
+        with contextlib.suppress(Exception):
+            made.close()
 
 
 class StopListener:
@@ -103,23 +126,11 @@ class StopListener:
             self.error = "no broker reachable"
             return None
         config = {"enable_auto_commit": False, "group_id": None, **self._config}
-        created: list[Any] = []
-        make_client = (
-            config.get("kafka_client") or kafka.KafkaConsumer.DEFAULT_CONFIG["kafka_client"]
-        )
-
-        def client(**kwargs: Any) -> Any:
-            made = make_client(**kwargs)
-            created.append(made)
-            return made
-
-        config["kafka_client"] = client
+        created = track_clients(config, kafka.KafkaConsumer)
         try:
             consumer = kafka.KafkaConsumer(bootstrap_servers=self._servers, **config)
         except Exception:
-            for made in created:  # kafka-python leaves a failed start's client open
-                with contextlib.suppress(Exception):
-                    made.close()
+            close_clients(created)
             raise
         try:
             parts = consumer.partitions_for_topic(self.topic)
