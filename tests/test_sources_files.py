@@ -780,7 +780,7 @@ def test_flat_jsonl_steps_times_and_what_is_not_a_metric(tmp_path: Path) -> None
     reasons = [p.reason for p in source.problems]
     assert reasons == [
         "no step (expected one of step, global_step, train/global_step, trainer/global_step,"
-        " global_step/max_steps, _step, iteration, system/step)",
+        " global_step/max_steps, _step, iteration, system/step, grpo_step)",
         "'step' value 'three' is not a step",
         "line carries no numeric values",
     ]
@@ -833,6 +833,28 @@ def test_flat_jsonl_step_under_roll_name() -> None:
     assert events[0].metrics["reward/hard_pass_rate"] == 0.4140625
     assert events[0].metrics["actor/pg_loss"] == 2.270098775625229e-09
     assert "system/step" not in events[0].metrics
+
+
+def test_flat_jsonl_records_of_several_kinds_are_named_by_their_type() -> None:
+    """A GRPO loop that writes eval, rollout and train records at one step, told apart by
+    their "type" (real rows: runs.toml, CS336 assignment 5)."""
+    run = DATA / "real" / "runs" / "cs336-grpo-gsm8k-qwen2.5-math-1.5b-lr4e-5"
+    events, source = read(run / "metrics.jsonl")
+    assert source.format == "flat" and not source.problems
+    assert sorted({e.step for e in events}) == list(range(201))
+    first_eval, rollout, train = events[0], events[1], events[2]
+    assert first_eval.step == 0 and first_eval.metrics["eval/answer_accuracy"] == 0.0380859375
+    assert first_eval.metrics["eval/reward"] == 0.0380859375
+    assert rollout.step == train.step == 1
+    assert rollout.metrics["rollout/reward"] == 0.015625
+    assert rollout.metrics["rollout/std_reward"] == 0.12426253408193588
+    assert rollout.metrics["rollout/avg_response_token_length"] == 304.609375
+    assert train.metrics["train/grad_norm"] == 0.263671875
+    assert train.metrics["train/token_entropy"] == 0.923675537109375
+    assert "train/clip_fraction" not in train.metrics  # null: no value
+    assert all("rollout/grpo_step" not in e.metrics for e in events)  # the step, not a metric
+    last_eval = [e for e in events if "eval/answer_accuracy" in e.metrics][-1]
+    assert last_eval.step == 200 and last_eval.metrics["eval/answer_accuracy"] == 0.8818359375
 
 
 def test_flat_jsonl_is_detected(tmp_path: Path) -> None:

@@ -6,7 +6,10 @@ dict per step (``global_step``, W&B's ``_step``...). Values that are not numbers
 ``"1.79%"``, lists, ``null``) are not metrics and are left out. A logger that nests its metrics
 by group, as EasyR1's ``experiment_log.jsonl`` does (``{"step": 1, "actor": {"kl_loss": ...},
 "critic": {"score": {"mean": ...}}}``), is read with the groups joined by ``/``: verl's names.
-ROLL's per-step records carry their step as ``system/step``.
+ROLL's per-step records carry their step as ``system/step``. A logger that writes several
+kinds of record at one step, told apart by a ``type`` word (``{"type": "eval", "grpo_step":
+5, "reward": ...}``, ``{"type": "rollout", "grpo_step": 5, "reward": ...}``), has each kind's
+entries read under that word: ``eval/reward``, ``rollout/reward``.
 
 >>> flat_step({"global_step/max_steps": "10/560", "loss": 0.1})
 ('global_step/max_steps', 10)
@@ -14,17 +17,20 @@ ROLL's per-step records carry their step as ``system/step``.
 (None, None)
 >>> flatten({"actor": {"kl_loss": 0.01}, "critic": {"score": {"mean": 0.5}}, "x": 1})
 {'actor/kl_loss': 0.01, 'critic/score/mean': 0.5, 'x': 1}
+>>> record_kind({"type": "eval", "grpo_step": 5}), record_kind({"type": 3})
+('eval/', '')
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from streamwatch.events import Event, to_float
 
 from ._reading import ReadContext
 
-__all__ = ["STEP_KEYS", "TIME_KEYS", "flat_step", "flatten", "read_flat"]
+__all__ = ["STEP_KEYS", "TIME_KEYS", "flat_step", "flatten", "read_flat", "record_kind"]
 
 #: Keys that may hold the step, in order of preference.
 STEP_KEYS = (
@@ -36,6 +42,7 @@ STEP_KEYS = (
     "_step",
     "iteration",
     "system/step",
+    "grpo_step",
 )
 #: Keys that may hold the time of the line, in unix seconds.
 TIME_KEYS = ("time", "timestamp", "_timestamp", "wall_time")
@@ -76,6 +83,17 @@ def flatten(obj: dict[str, object], prefix: str = "") -> dict[str, object]:
     return out
 
 
+#: The key naming a record's kind, when a logger writes several kinds at one step.
+KIND_KEY = "type"
+_KIND = re.compile(r"[A-Za-z][\w-]*")
+
+
+def record_kind(obj: dict[str, object]) -> str:
+    """The prefix of a record's entries: its ``type`` word and a slash, or nothing."""
+    kind = obj.get(KIND_KEY)
+    return f"{kind}/" if isinstance(kind, str) and _KIND.fullmatch(kind) else ""
+
+
 def _time(obj: dict[str, object]) -> float | None:
     for key in TIME_KEYS:
         if key in obj:
@@ -106,8 +124,9 @@ def read_flat(ctx: ReadContext) -> Iterator[Event]:
         if not ctx.stats.step_source:
             ctx.stats.step_source = repr(key)
         rid = obj.get("run_id") if ctx.run_id is None else ctx.run_id
+        kind = record_kind(obj)
         metrics = {
-            k: v
+            f"{kind}{k}": v
             for k, v in flatten(obj).items()
             if k not in _NOT_METRICS and v is not None and to_float(v) is not None
         }
