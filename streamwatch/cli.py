@@ -308,6 +308,13 @@ def _check_config(args: argparse.Namespace) -> int:
     print(f"  resolve_after={engine.resolve_after}, disabled kinds: {list(engine.disabled_kinds)}")
     aliases = config.indicators.aliases
     print(f"  indicator presets: {', '.join(config.indicators.presets)}; aliases: {len(aliases)}")
+    for rule in config.actions:
+        mode = "dry run" if rule.dry_run else "acts"
+        kinds = ", ".join(rule.kinds) or "any kind"
+        print(
+            f"  action {rule.name}: {rule.do} on {rule.min_severity.value} {kinds} of runs "
+            f"{rule.run_id}, after {rule.confirm_steps} steps ({mode})"
+        )
     return EXIT_OK
 
 

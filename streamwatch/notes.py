@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from streamwatch.actions.record import describe as describe_action
 from streamwatch.cost import describe_cost
 from streamwatch.incidents import Incident
 
@@ -14,9 +15,10 @@ __all__ = ["describe_projection", "incident_notes"]
 
 
 def incident_notes(inc: Incident) -> list[str]:
-    """The incident's cost and projection sentences (either may be missing)."""
+    """The incident's cost and projection sentences (either may be missing), then what was
+    done about it (``stop requested at step 812``)."""
     notes = [describe_cost(inc.kind, inc.cost), describe_projection(inc.indicator, inc.projection)]
-    return [n for n in notes if n]
+    return [n for n in notes if n] + [describe_action(a) for a in inc.actions]
 
 
 def describe_projection(series: str, projection: Mapping[str, Any] | None) -> str | None:

@@ -28,7 +28,6 @@ from streamwatch.actions.decide import ActReason
 from streamwatch.actions.execute import Executor
 from streamwatch.actions.log import ActionLog
 from streamwatch.actions.record import ActionRecord, describe
-from streamwatch.alerting.config import Receiver, Templates
 from streamwatch.alerting.message import Message
 from streamwatch.alerting.notify.slack import slack_payload
 from streamwatch.alerting.silence import SilenceFile, add_silence
@@ -420,15 +419,18 @@ def test_actions_are_read_from_the_config_file(tmp_path: Path) -> None:
 # -- what people see ----------------------------------------------------------------------------
 
 
-def test_the_slack_message_says_what_was_done() -> None:
+def test_slack_discord_and_email_say_what_was_done() -> None:
+    from streamwatch.alerting.notify.discord import discord_payload
+    from streamwatch.alerting.notify.email import email_message
+
     act = actor([STOP])
     (update,) = drive(act, collapse_events())
     message = Message.build("slack", "g", {"run_id": update.run_id}, (update,))
-    payload = slack_payload(message)
-    text = json.dumps(payload)
-    assert f"stop requested at step {act.records[0].step}" in text
-    assert Receiver(name="s", type="slack", url="https://hooks.slack.com/x")  # config intact
-    assert Templates()
+    said = f"stop requested at step {act.records[0].step}"
+    assert said in json.dumps(slack_payload(message))
+    assert said in json.dumps(discord_payload(message))
+    mail = email_message(message, sender="sw@example.com", to=("a@example.com",))
+    assert said in mail.get_content()
 
 
 # -- the default rule over the real corpus ------------------------------------------------------
@@ -607,3 +609,23 @@ def test_a_publisher_listening_for_stops_without_a_broker_never_blocks_and_close
     assert pub.stop_reason is None and pub.stop_request is None
     pub.close(timeout=1.0)
     assert time.monotonic() - started < 5.0
+
+
+def test_check_config_lists_the_actions_and_refuses_one_on_info(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from streamwatch.cli import main
+
+    path = tmp_path / "streamwatch.toml"
+    path.write_text(
+        '[[actions]]\ndo = "stop"\nkinds = ["entropy_collapse"]\ndry_run = false\n'
+        '[[actions]]\nname = "f"\ndo = "stop_file"\npath = "/ckpt/{run_id}.stop"\n'
+    )
+    assert main(["check-config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "action stop: stop on critical entropy_collapse of runs *, after 10 steps (acts)" in out
+    assert "action f: stop_file on critical any kind of runs *, after 10 steps (dry run)" in out
+    path.write_text('[[actions]]\ndo = "stop"\nmin_severity = "info"\n')
+    assert main(["check-config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "actions.0" in err and "never on info" in err

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from streamwatch.actions.record import describe
 from streamwatch.alerting.config import Receiver, Templates
 from streamwatch.alerting.message import Message
 from streamwatch.alerting.notify.http import HttpRequest
@@ -85,8 +84,6 @@ def _incident_blocks(inc: Incident) -> list[dict[str, Any]]:
         f"at step *{inc.step}*{onset}"
     )
     text = head + "\n" + clip(_esc(inc.message), _MESSAGE_CHARS)
-    for entry in inc.actions:  # "stop requested at step 812"
-        text += "\n:octagonal_sign: *" + _esc(describe(entry)) + "*"
     notes = incident_notes(inc)
     if notes:
         text += "\n" + clip(_esc(" · ".join(notes)), _NOTES_CHARS)
