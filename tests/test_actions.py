@@ -453,8 +453,6 @@ def _healthy_real_runs() -> dict[str, Path]:
 ENGINE_FALSE_CRITICALS = {
     "unsloth-grpo-humaneval-qwen3-4b": "length_explosion at step 210 (206 -> 685 tokens on a "
     "run that gained 2.5 points on HumanEval)",
-    "trl-grpo-hint-unfaithful": "no_learning_signal at step 155 (every group solved: "
-    "frac_reward_zero_std 1.0 with accuracy 0.98)",
     "cs336-grpo-gsm8k-qwen2.5-math-1.5b-masked-normalize": "entropy_collapse at step 111 "
     "(token entropy 0.077x its start while held-out accuracy goes 0.823 -> 0.871)",
 }

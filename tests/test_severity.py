@@ -159,3 +159,46 @@ def test_a_format_reward_is_no_verifiable_one_and_a_grad_norm_back_in_range_no_s
     assert not [i for i in found if i.kind == "reward_hacking"]
     spikes = [i for i in found if i.kind == "metric_spike" and i.indicator == "grad_norm"]
     assert not [i for i in spikes if i.severity is not Severity.INFO]
+
+
+# -- every group alike: solved prompts or a broken reward -----------------------------------
+
+
+def test_every_group_alike_at_the_reward_s_top_is_a_solved_run_said_once_as_info() -> None:
+    """The TRL run above: ``frac_reward_zero_std`` is 1.0 on most steps from ~140 (10 in a row
+    over 146-155) with the reward at 10.5, the best it reached (from -1.375); its evaluation
+    gives 0.98 accuracy. One info saying the prompts are solved (four criticals before),
+    with the remedy."""
+    path = REAL / "runs" / "trl-grpo-hint-unfaithful" / "checkpoint-300" / "trainer_state.json"
+    rows = {r["step"]: r for r in history(path) if "reward" in r}
+    assert all(rows[s]["frac_reward_zero_std"] == 1.0 for s in range(146, 156))
+    assert rows[155]["reward"] == max(r["reward"] for r in rows.values()) == 10.5
+    signal = [i for i in fired(path) if i.kind == "no_learning_signal"]
+    assert [i.severity for i in signal] == [Severity.INFO]
+    assert "harder prompts" in signal[0].evidence["because"][-1]
+
+
+def test_a_zero_gradient_twice_on_batches_that_all_pass_is_no_warning() -> None:
+    """A custom GRPO run (Qwen3-1.7B, GSM8K, lr 2e-5, eval accuracy 0.81): ``grad_norm`` is
+    exactly 0.0 at steps 22, 29, 34, 35, 38, 39, 46, each a batch whose reward is 1.0 (every
+    completion right, std 0) or 0.875 (every group alike, one of eight failing), between
+    steps whose grad norm is 0.05-0.46. The batch taught nothing because it was solved."""
+    path = RUNS / "custom-grpo-gsm8k-qwen3-1.7b-lr-2e-5" / "step_stat_history.jsonl"
+    rows = {r["step"]: r for r in map(json.loads, path.read_text("utf-8").splitlines())}
+    zero = [s for s, r in rows.items() if r["grad_norm"] == 0.0]
+    assert zero == [22, 29, 34, 35, 38, 39, 46]
+    assert {rows[s]["reward_mean"] for s in zero} == {1.0, 0.875}
+    signal = [i for i in fired(path) if i.kind == "no_learning_signal"]
+    assert signal and all(i.severity is Severity.INFO for i in signal)
+
+
+def test_the_same_zero_gradients_at_the_reward_s_floor_still_warn() -> None:
+    """The rows of the run above with the reward mirrored (r -> 1 - r): the batches that
+    taught nothing are now the ones where every completion failed. That is a broken batch,
+    not a solved one: the zero gradient twice in a row warns, as before."""
+    path = RUNS / "custom-grpo-gsm8k-qwen3-1.7b-lr-2e-5" / "step_stat_history.jsonl"
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+    keep = ("loss", "grad_norm", "reward_mean", "reward_std")
+    flipped = [{k: (1.0 - r[k] if k == "reward_mean" else r[k]) for k in keep} for r in rows]
+    signal = [i for i in run(flipped) if i.kind == "no_learning_signal"]
+    assert signal and signal[0].severity is Severity.WARNING and signal[0].step == 35

@@ -123,11 +123,18 @@ class RunContext:
         "loss_zero_step",
         "no_variance_step",
         "reward",
+        "reward_high",
+        "reward_high_seen",
+        "reward_high_step",
+        "reward_low",
+        "reward_start",
         "s",
+        "solved_told",
         "step",
         "t",
         "truncation",
         "values",
+        "varied_step",
         "zero_grad_step",
     )
 
@@ -140,12 +147,20 @@ class RunContext:
         self.truncation = Direction(settings.truncation_window, settings.min_points)
         self.length = Direction(settings.length_window, settings.min_points)
         self.step = -1  # of the latest values
+        # the train reward's range over the whole run, and its best before the latest step
+        self.reward_low = math.inf
+        self.reward_high = -math.inf
+        self.reward_high_seen = 0  # steps that logged exactly that best
+        self.reward_high_step = -1  # the first of them
+        self.reward_start: list[float] = []  # its first values (``min_points`` of them)
+        self.solved_told = False  # a batch of solved prompts has been said (once a run)
         self.values: dict[str, float] = {}  # this step's second signals
         # the last step at which each second signal held
         self.alike_step = -1  # every completion got the same reward
         self.no_variance_step = -1  # every group did (zero-variance fraction ~1, std 0)
         self.zero_grad_step = -1  # the gradient was exactly 0
         self.loss_zero_step = -1  # the loss was exactly 0
+        self.varied_step = -1  # the last step some group's completions got different rewards
 
     def observe(self, signal: str, step: int, x: float) -> None:
         """One finite value of one of :data:`CONTEXT_SIGNALS` at ``step``."""
@@ -154,6 +169,16 @@ class RunContext:
             self.values = {}
         if signal == "train_reward":
             self.reward.update(x)
+            if x - x == 0.0:
+                self.reward_low = min(self.reward_low, x)
+                high = self.reward_high
+                if abs(x - high) <= 1e-9 * max(1.0, abs(x)):
+                    self.reward_high_seen += 1
+                elif x > high:
+                    self.reward_high, self.reward_high_seen = x, 1
+                    self.reward_high_step = step
+                if len(self.reward_start) < self.s.min_points:
+                    self.reward_start.append(x)
         elif signal == "heldout_reward":
             self.heldout.update(x)
         elif signal == "truncation_ratio":
@@ -175,13 +200,20 @@ class RunContext:
         elif signal == "reward_std":
             if abs(x) <= _ZERO:
                 self.no_variance_step = step
+            else:
+                self.varied_step = step
         elif signal == "zero_variance":
             if self.all_alike <= x <= 1.0:
                 self.no_variance_step = step
+            elif x < self.all_alike:
+                self.varied_step = step
         else:
             high, low = values.get("reward_max"), values.get("reward_min")
-            if high is not None and low is not None and high - low <= _ZERO:
-                self.alike_step = step
+            if high is not None and low is not None:
+                if high - low <= _ZERO:
+                    self.alike_step = step
+                else:
+                    self.varied_step = step
 
     # -- what the checks' findings are judged by ------------------------------------------
     def learning(self) -> bool:
@@ -192,6 +224,77 @@ class RunContext:
         """Has the run stopped learning: neither reward rising, and at least one known?"""
         known = self.reward.known or self.heldout.known
         return known and not self.learning()
+
+    def solved(self, step: int) -> bool:
+        """Is the batch of ``step``, which taught nothing, one of solved prompts? Every group
+        alike (or the gradient 0) at that step, the train reward at a ceiling (:meth:`ceiling`)
+        and in the upper half of the run's own range (with every group alike, the share of
+        groups whose completions all pass). Every completion failing (the reward at its
+        floor) is a broken run, not a converged one.
+
+        >>> from streamwatch.config import ContextSettings
+        >>> ctx = RunContext(ContextSettings())
+        >>> rewards = [0.12, 0.2, 0.3, 0.22, 0.47] + [0.97, 1.0, 0.83, 1.0, 0.88] * 4
+        >>> for step, r in enumerate(rewards, start=1):
+        ...     ctx.observe("train_reward", step, r)
+        ...     ctx.observe("reward_std", step, 0.0 if step == 25 else 0.3)
+        >>> ctx.solved(25)
+        True
+        >>> ctx.observe("train_reward", 26, 0.12)
+        >>> ctx.observe("reward_std", 26, 0.0)
+        >>> ctx.solved(26)
+        False
+        """
+        now = self.reward.last
+        if not self.no_signal_at(step) or not self.ceiling() or now - now != 0.0:
+            return False
+        return now - self.reward_low >= 0.5 * (self.reward_high - self.reward_low)
+
+    def ceiling(self) -> bool:
+        """Has the train reward reached a ceiling: its best logged exactly at two steps or
+        more (a bounded reward's maximum, which every completion of a solved batch scores;
+        a noisy plateau's best is one lucky step), first reached before a step whose groups
+        still varied (a run that visits its best and learns on; a reward that leaps to a
+        constant best at once and never varies again is a reward function to suspect),
+        climbed to from where the run started (:meth:`climbed`), and no held-out reward
+        falling?"""
+        return (
+            self.reward_high_seen >= 2
+            and self.varied_step > self.reward_high_step
+            and self.climbed()
+            and self.heldout.way(self.t) >= 0
+        )
+
+    def climbed(self) -> bool:
+        """Has the train reward climbed: its last values' mean at least half the run's
+        range above its first values' mean? A run that never learnt has a range of noise
+        around where it started, its best is luck, no ceiling reached (its first and last
+        values' means both near the middle)."""
+        span = self.reward_high - self.reward_low
+        start = self.reward_start
+        if not span > _ZERO or not start or not self.reward.known:
+            return False
+        return self.reward.mean() - sum(start) / len(start) >= 0.5 * span
+
+    def held_at_best(self) -> bool:
+        """Does the train reward hold at its ceiling (:meth:`ceiling`): its last values'
+        mean in the top tenth of the run's range? A learning signal that drains so is a run
+        solving its prompts (what still varies is the few groups left).
+
+        >>> from streamwatch.config import ContextSettings
+        >>> ctx = RunContext(ContextSettings())
+        >>> for step, r in enumerate([0.1, 0.5, 0.3, 0.4, 0.2, 0.9, 0.5, 1.0], start=1):
+        ...     ctx.observe("train_reward", step, r)
+        >>> ctx.held_at_best()
+        False
+        >>> for step in range(9, 30):
+        ...     ctx.observe("train_reward", step, 1.0 if step % 5 else 0.9)
+        ...     ctx.observe("reward_std", step, 0.0 if step % 5 else 0.3)
+        >>> ctx.held_at_best()
+        True
+        """
+        low, span = self.reward_low, self.reward_high - self.reward_low
+        return self.ceiling() and self.reward.mean() - low >= 0.9 * span
 
     def no_signal_at(self, step: int) -> bool:
         """Did every completion (or every group) get one reward at ``step``, or the gradient

@@ -159,17 +159,31 @@ def _entropy(f: Finding, ctx: RunContext, because: list[str]) -> Severity:
 
 def _signal(f: Finding, ctx: RunContext, because: list[str]) -> Severity | None:
     because += [f"agreed: {s}" for s in ctx.second_signals(f.step)]
-    if f.severity is _CRITICAL or f.rule == "at_once" or ctx.zero_grad_step == f.step:
-        # a gradient of exactly 0 is no chance of a small batch: nothing is learnt
-        return _decide(f.severity, "the check's own rule", because)
+    own = f.severity is _CRITICAL or f.rule == "at_once" or ctx.zero_grad_step == f.step
     # a slow drain beside a rising reward is the run solving its prompts; a few steps
     # alike in a row beside a reward that moves from step to step are a small batch's
     # chance (one prompt a step: Unsloth's notebooks): the steps between teach
     learning = _learning(ctx, because)
     values = ctx.reward.values
     moving = bool(values) and max(values) - min(values) > 1e-9
-    if f.rule == "persist" and (learning or moving):
+    if not own and f.rule == "persist" and (learning or moving):
         return None  # the steps between teach; critical if it lasts
+    if ctx.solved(f.step) or (f.rule == "drain" and ctx.held_at_best()):
+        # every group alike because its completions all pass: the run has converged on its
+        # training prompts; done, not broken (all alike at the reward's floor is)
+        if ctx.solved_told:
+            return None  # said once: it is the run's state, not news at every step
+        ctx.solved_told = True
+        because.append(
+            f"train_reward {ctx.reward.last:.4g} (its last {len(ctx.reward.values)} values' "
+            f"mean {ctx.reward.mean():.4g}) high in the run's range "
+            f"{ctx.reward_low:.4g}..{ctx.reward_high:.4g}, at a best reached before"
+        )
+        why = "its prompts are solved: give harder prompts (or filter solved ones), or stop"
+        return _decide(_INFO, why, because)
+    if own:
+        # a gradient of exactly 0 is no chance of a small batch: nothing is learnt
+        return _decide(f.severity, "the check's own rule", because)
     if learning:
         return _decide(_INFO, "the run is still learning", because)
     return _decide(f.severity, "the run is not learning", because)
