@@ -378,7 +378,8 @@ def test_a_command_gets_the_incident_on_stdin_and_its_fields_in_the_environment(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "out"
-    command = f'cat > {out}.json; echo "$STREAMWATCH_KIND $STREAMWATCH_STEP" > {out}.env'
+    fields = "$STREAMWATCH_INCIDENT_KIND $STREAMWATCH_INCIDENT_ACTION_STEP"
+    command = f'cat > {out}.json; echo "{fields}" > {out}.env'
     act = actor([ActionRule(do="command", command=command, dry_run=False)])
     drive(act, collapse_events())
     record = act.records[0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,37 @@ def test_shown_defaults_leave_out_what_is_empty_or_secret() -> None:
         "--sasl-password": False,
     }
     assert len(_own(p)) == 3
+
+
+def test_no_option_reads_the_variables_a_command_action_gets(tmp_path: Path) -> None:
+    """A command action gets the incident as ``STREAMWATCH_INCIDENT_*`` variables: were one
+    of them an option's variable, a ``streamwatch`` the command runs would take the incident's
+    run id or kind as its own option. The incident's variables leave a replay unchanged."""
+    from streamwatch.actions.execute import INCIDENT_ENV_PREFIX, incident_env
+    from streamwatch.incidents import Incident, Severity, Status
+
+    parser = build_parser()
+    variables = {
+        f"STREAMWATCH_{a.dest.upper()}" for p in _parsers(parser) for a in p._actions if a.dest
+    }
+    assert not [v for v in variables if v.startswith(INCIDENT_ENV_PREFIX)]
+    inc = Incident(
+        id="6f1c0c8f2a0d4e4b",
+        status=Status.FIRING,
+        run_id="grpo-7b",
+        kind="entropy_collapse",
+        severity=Severity.CRITICAL,
+        indicator="entropy",
+        metric="actor/entropy",
+        step=812,
+        message="entropy collapsing",
+    )
+    env = incident_env(inc, 822)
+    assert all(v.startswith(INCIDENT_ENV_PREFIX) for v in env) and len(env) == 9
+    plain = streamwatch("replay", str(ZERO_REWARD), env={})
+    within = streamwatch("replay", str(ZERO_REWARD), env=env)
+    timed = re.compile(r" in [0-9.]+ s")  # the replay's own duration
+    assert (within.returncode, timed.sub("", within.stdout)) == (
+        plain.returncode,
+        timed.sub("", plain.stdout),
+    )

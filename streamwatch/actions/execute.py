@@ -56,6 +56,10 @@ class ActionFailed(Exception):
     """One attempt failed; the message says why (no traceback needed)."""
 
 
+#: The prefix of the variables a command action gets (:func:`incident_env`).
+INCIDENT_ENV_PREFIX = "STREAMWATCH_INCIDENT_"
+
+
 def run_signal(rule: ActionRule, pid: int | None) -> str:
     if pid is None:
         raise ActionFailed("no pid to signal (give pid in the rule, or --stop-pid)")
@@ -73,17 +77,22 @@ def run_signal(rule: ActionRule, pid: int | None) -> str:
 
 
 def incident_env(inc: Incident, step: int) -> dict[str, str]:
-    """The incident's main fields as environment variables for a command."""
+    """The incident's main fields as environment variables for a command, all named
+    ``STREAMWATCH_INCIDENT_*``: no option of any command reads such a variable, so a command
+    that calls ``streamwatch`` again is not configured by the incident."""
     return {
-        "STREAMWATCH_RUN_ID": inc.run_id,
-        "STREAMWATCH_INCIDENT_ID": inc.id,
-        "STREAMWATCH_KIND": inc.kind,
-        "STREAMWATCH_SEVERITY": inc.severity.value,
-        "STREAMWATCH_INDICATOR": inc.indicator,
-        "STREAMWATCH_METRIC": inc.metric,
-        "STREAMWATCH_INCIDENT_STEP": str(inc.step),
-        "STREAMWATCH_STEP": str(step),
-        "STREAMWATCH_MESSAGE": inc.message,
+        f"{INCIDENT_ENV_PREFIX}{name}": value
+        for name, value in (
+            ("ID", inc.id),
+            ("RUN_ID", inc.run_id),
+            ("KIND", inc.kind),
+            ("SEVERITY", inc.severity.value),
+            ("INDICATOR", inc.indicator),
+            ("METRIC", inc.metric),
+            ("STEP", str(inc.step)),
+            ("ACTION_STEP", str(step)),
+            ("MESSAGE", inc.message),
+        )
     }
 
 
