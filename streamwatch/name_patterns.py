@@ -12,7 +12,8 @@ words beside the rule's own wins (``Total rewards mean`` before
 What no rule binds, on purpose: a setting rather than a measurement (``kl_coef``, a target,
 a weight, a learning rate); anything of an evaluation (``val``, ``eval``, ``test``) but its
 reward or accuracy, which is the held-out score; step times and throughput, whose names say
-too little of what they time.
+too little of what they time, and the time spent on a quantity, which is not the quantity
+(Tinker's ``time/compute_kl_sample_train``: seconds, not a KL).
 
 >>> match("Total rewards std")
 Match(indicator='reward_std', what='reward + std', rule=1, extra=0)
@@ -20,6 +21,8 @@ Match(indicator='reward_std', what='reward + std', rule=1, extra=0)
 ['train_reward', 'heldout_reward', 'train_reward']
 >>> print(match("actor/kl_coef"), match("Val kl"), match("perf/time_per_step"))
 None None None
+>>> print(match("time/compute_kl_sample_train"), match("timing_s/reward"))
+None None
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ EVAL = frozenset({"val", "validation", "eval", "evaluation", "test", "heldout"})
 ACCURACY = frozenset({"accuracy", "acc", "pass", "correct", "success"})
 #: words of a setting or a target, not of something the run measured
 SETTING = frozenset({"coef", "coeff", "coefficient", "beta", "target", "weight", "lr", "ctl"})
+#: words of the time spent on something: a duration, not the thing measured
+TIMED = frozenset({"time", "timing", "seconds", "elapsed", "duration", "runtime"})
 #: words that say nothing of what is measured: not counted against a name
 NEUTRAL = frozenset({"mean", "avg", "average", "train", "training", "batch", "total", "all"})
 LENGTH = frozenset({"length", "len", "lengths"})
@@ -136,7 +141,7 @@ class Match(NamedTuple):
 def match(name: str) -> Match | None:
     """What the name's words give, or None when no rule takes it."""
     w = words(name)
-    if not w or w & SETTING:
+    if not w or w & (SETTING | TIMED):
         return None
     if w & EVAL:
         candidates: tuple[tuple[int, PatternRule], ...] = ((len(RULES), HELDOUT),)

@@ -133,6 +133,8 @@ def test_a_name_no_rule_knows_is_bound_by_its_words_after_every_rule() -> None:
         ("reward/valid_rate", "train_reward"),  # valid outputs, not a validation set
         ("Learning Rate", None),
         ("Tokens/sec", None),
+        ("time/compute_kl_sample_train", None),  # Tinker: seconds spent on the KL (real row)
+        ("timing_s/reward", None),
     ],
 )
 def test_what_a_name_is_bound_to_by_its_words(name: str, indicator: str | None) -> None:
