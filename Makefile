@@ -6,7 +6,7 @@ VENV ?= .venv
 
 LINTED := streamwatch tests benchmarks $(wildcard producers)
 
-.PHONY: setup lint typecheck test check demo bench faults examples clean
+.PHONY: setup lint typecheck test test-compiled check demo bench faults examples clean
 
 setup: $(VENV)/.installed
 
@@ -27,6 +27,21 @@ typecheck: setup
 
 test: setup
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+# The compiled build of the same source (STREAMWATCH_COMPILE=1: mypyc, see setup.py) in a copy
+# of the tracked files under .compiled/, and the test suite run on it (the doctests ran against
+# the source in `make test`: pytest cannot collect them from a C extension).
+COMPILED := .compiled
+compiled: setup
+	rm -rf $(COMPILED) && mkdir -p $(COMPILED)
+	git ls-files -z | xargs -0 cp --parents -t $(COMPILED)
+	cd $(COMPILED) && STREAMWATCH_COMPILE=1 $(CURDIR)/$(PY) setup.py -q build_ext --inplace >build.log 2>&1 \
+	  || { tail -40 build.log; exit 1; }
+
+test-compiled: compiled
+	cd $(COMPILED) && $(CURDIR)/$(PY) -c "import streamwatch as s; print('streamwatch', s.__version__, s.build())"
+	cd $(COMPILED) && $(CURDIR)/$(PY) -m pytest -q -p no:cacheprovider tests; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 check: lint typecheck test
 
@@ -62,4 +77,4 @@ examples: setup
 	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 4 --fault rank_straggler@120 --run-id example-rank-straggler -o examples/logs/rank_straggler.jsonl
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info $(COMPILED)

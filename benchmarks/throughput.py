@@ -13,9 +13,11 @@ Two inputs, built in a temporary directory:
 Steady state: the events are decoded first; the first ``--warm`` fraction of them (every
 run's start: new series, warm-ups) goes through a Monitor untimed, the rest is timed. Each
 measurement runs in a fresh process, ``--repeat`` times alternating, and the medians are
-printed. ``--baseline DIR`` adds the same figures of another checkout (say the commit before
-a change: ``git worktree add /tmp/base <commit>``), with its compiled core too when that
-checkout has one installed (``streamwatch_native``; ``STREAMWATCH_NATIVE=0`` turns it off).
+printed. ``--compiled DIR`` adds the compiled build of the same source (``make compiled``
+builds it in ``.compiled``). ``--baseline DIR`` adds the same figures of another checkout
+(say the commit before a change: ``git worktree add /tmp/base <commit>``), with its
+compiled core too when that checkout has one installed (``streamwatch_native``;
+``STREAMWATCH_NATIVE=0`` turns it off).
 Then replay end to end (files read, decoded and judged: ``replay_files``) and the resident
 memory a Monitor adds per (run, metric) series.
 Targets: replay >= 250,000 values/s on one core; <= 10 KB per series.
@@ -197,6 +199,11 @@ def memory_per_series(n_series: int, steps: int = 200) -> float:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--baseline", type=Path, help="another checkout, measured side by side")
+    p.add_argument(
+        "--compiled",
+        type=Path,
+        help="the compiled build of this source (`make compiled`: .compiled), side by side",
+    )
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--steps", type=int, default=1000, help="steps of each run")
     p.add_argument("--copies", type=int, default=2, help="copies of the six real runs")
@@ -207,6 +214,16 @@ def main() -> None:
     print(f"# {platform.python_implementation()} {platform.python_version()} {platform.machine()}")
     print(f"# cpus: {os.cpu_count()}, single-threaded; load {os.getloadavg()[0]:.2f}")
     engines: list[tuple[str, Path, bool]] = [("this checkout", ROOT, False)]
+    if args.compiled is not None:
+        tree = args.compiled.resolve()
+        which = subprocess.run(
+            [sys.executable, "-c", "import streamwatch as s; print(s.build())"],
+            env=dict(os.environ, PYTHONPATH=str(tree)),
+            capture_output=True,
+            text=True,
+            cwd=tree,
+        ).stdout.strip()
+        engines.append((f"this source, {which}", tree, False))
     if args.baseline is not None:
         base = args.baseline.resolve()
         if has_native(base):

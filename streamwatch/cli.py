@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streamwatch import __version__
+from streamwatch import __version__, build
 from streamwatch.commands import COMMANDS
 from streamwatch.install import EXTRAS, install_hint
 from streamwatch.outcome import EXIT_INCIDENT, EXIT_NO_EVENTS, EXIT_OK, EXIT_USAGE, exit_code
@@ -32,7 +32,7 @@ def _listing_parser() -> argparse.ArgumentParser:
         prog="streamwatch",
         description="Health monitor for RL training of language models.",
     )
-    p.add_argument("--version", action="version", version=f"streamwatch {__version__}")
+    p.add_argument("--version", action="version", version=f"streamwatch {__version__}, {build()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, text in COMMANDS.items():
         sub.add_parser(name, help=text)

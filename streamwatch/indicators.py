@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch import name_patterns
 
 __all__ = ["PRESETS", "Indicator", "IndicatorMap", "is_glob"]
@@ -263,6 +265,7 @@ PRESETS: dict[str, tuple[tuple[str, Indicator], ...]] = {
 }
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class IndicatorMap:
     """Resolve metric names to indicators, each with its rank; results are cached (the hot
     path is a dict hit).

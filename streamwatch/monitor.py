@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.checks import DriftColumn
 from streamwatch.config import Config, EngineConfig
 from streamwatch.events import Event, Problem, is_finished, source_key
@@ -33,6 +35,7 @@ from streamwatch.snapshot import dump_run, load_run
 __all__ = ["Monitor", "MonitorStats"]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class MonitorStats:
     events: int = 0
@@ -44,6 +47,7 @@ class MonitorStats:
     runs_evicted: int = 0  # runs forgotten at the run bound (max_runs), the stalest first
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Monitor:
     """Per-run health state over a stream of events."""
 

@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.checks import (
     REMEDIES,
     CapCheck,
@@ -139,6 +141,7 @@ def drift_column(
     return DriftColumn(name, metric, cfg.drift)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Gathered:
     """One step's values of one series so far, from several sources."""
 
@@ -151,6 +154,7 @@ class Gathered:
         self.values: list[tuple[str, float]] = []  # per source, for the straggler check
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Series:
     """One metric of one run: its checks, and the gathering of a step's values across
     sources."""
@@ -223,6 +227,7 @@ class Series:
         self.window: deque[tuple[int, float]] | None = None
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class RunState:
     run_id: str

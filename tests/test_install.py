@@ -73,6 +73,8 @@ def test_a_replay_from_an_installed_package_names_the_distribution(tmp_path: Pat
     shutil.copytree(
         ROOT / "streamwatch", site / "streamwatch", ignore=shutil.ignore_patterns("__pycache__")
     )
+    for runtime in ROOT.glob("*__mypyc*"):  # the compiled build's shared library, beside it
+        shutil.copy(runtime, site)
     err = _replay_without_tensorboard(cwd=tmp_path, pythonpath=site)
     assert "pip install 'streamwatch-rl[tensorboard]'" in err, err
 

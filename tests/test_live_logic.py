@@ -313,16 +313,17 @@ def test_unusable_messages_go_to_the_dead_letters_counted_by_reason(
     ), status
 
 
-def poison_run(monkeypatch: pytest.MonkeyPatch, run_id: str, step: int) -> None:
-    """The engine raises on one event (``run_id`` at ``step``), as a bug in a check would."""
-    process = Monitor.process
+class PoisonedMonitor(Monitor):
+    """The engine raising on one event (``run_id`` at ``step``), as a bug in a check would."""
 
-    def raising(self: Monitor, event: Event, origin: str = "<event>") -> list[Incident]:
-        if event.run_id == run_id and event.step == step:
+    def __init__(self, run_id: str, step: int, config: Config) -> None:
+        super().__init__(config, sweep_seconds=math.inf)
+        self.poison = (run_id, step)
+
+    def process(self, event: Event, origin: str = "<event>") -> list[Incident]:
+        if (event.run_id, event.step) == self.poison:
             raise ZeroDivisionError(f"a check divided by zero at step {event.step}")
-        return process(self, event, origin)
-
-    monkeypatch.setattr(Monitor, "process", raising)
+        return super().process(event, origin)
 
 
 def test_a_record_the_engine_raises_on_goes_to_the_dead_letters_and_the_service_goes_on(
@@ -332,10 +333,11 @@ def test_a_record_the_engine_raises_on_goes_to_the_dead_letters_and_the_service_
     broker, clock = new_broker()
     offsets = publish(broker, [(b"poison", event_bytes("poison", s, loss=1.0)) for s in range(6)])
     publish(broker, [(b"fine", event_bytes("fine", s, loss=math.nan)) for s in range(3)])
-    poison_run(monkeypatch, "poison", 2)
     out = tmp_path / "incidents.jsonl"
+    svc = service(broker, clock, incidents_out=out)
+    svc.monitor = PoisonedMonitor("poison", 2, NO_STALLS)
 
-    counts = service(broker, clock, incidents_out=out).run(max_idle=2.0)
+    counts = svc.run(max_idle=2.0)
 
     assert (counts.events, counts.engine_errors, counts.dead_letters) == (8, 1, 1)
     assert counts.dead_letters_by_reason == {ENGINE_ERROR: 1}

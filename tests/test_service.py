@@ -446,6 +446,19 @@ def test_unusable_messages_go_to_the_dead_letter_topic_with_the_reason(
     assert [(i.kind, i.status.value, i.step) for i in fired] == [("nonfinite_metric", "firing", 3)]
 
 
+class PoisonedMonitor(Monitor):
+    """The engine raising on one event (``run_id`` at ``step``), as a bug in a check would."""
+
+    def __init__(self, run_id: str, step: int, config: Config) -> None:
+        super().__init__(config, sweep_seconds=math.inf)
+        self.poison = (run_id, step)
+
+    def process(self, event: Event, origin: str = "<event>") -> list[Incident]:
+        if (event.run_id, event.step) == self.poison:
+            raise ZeroDivisionError("a check divided by zero")
+        return super().process(event, origin)
+
+
 def test_a_record_the_engine_raises_on_goes_to_the_dead_letter_topic_and_the_service_goes_on(
     bootstrap: str,
     names: Names,
@@ -456,20 +469,14 @@ def test_a_record_the_engine_raises_on_goes_to_the_dead_letter_topic_and_the_ser
     """A bug in a check that raises on one event: that record goes to the dead letters with
     the exception, and every later record of every run is judged (no redelivery loop)."""
     caplog.set_level(logging.ERROR, logger="streamwatch.live")
-    process = Monitor.process
-
-    def raising(self: Monitor, event: Event, origin: str = "<event>") -> list[Incident]:
-        if event.run_id == "poison" and event.step == 2:
-            raise ZeroDivisionError("a check divided by zero")
-        return process(self, event, origin)
-
-    monkeypatch.setattr(Monitor, "process", raising)
     poisoned = [(b"poison", event_bytes("poison", s, 1.7e9 + s, loss=1.0)) for s in range(5)]
     fine = [(b"fine", event_bytes("fine", s, 1.7e9 + s, loss=math.nan)) for s in range(3)]
     offsets = produce(bootstrap, names.topic, poisoned + fine)
     out = tmp_path / "incidents.jsonl"
 
-    counts = Service(settings(bootstrap, names, incidents_out=out), NO_STALLS).run(max_idle=3.0)
+    service = Service(settings(bootstrap, names, incidents_out=out), NO_STALLS)
+    service.monitor = PoisonedMonitor("poison", 2, NO_STALLS)
+    counts = service.run(max_idle=3.0)
 
     assert (counts.events, counts.engine_errors, counts.dead_letters) == (7, 1, 1)
     [letter] = read_topic(bootstrap, names.dead_letters)

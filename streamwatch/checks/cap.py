@@ -34,6 +34,8 @@ every completion at step 1 is 4096 tokens long (shortest = longest): all cut at 
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.config import LengthSettings
 from streamwatch.incidents import Finding, Kind, Severity
 
@@ -43,6 +45,7 @@ __all__ = ["LENGTHS", "CapCheck"]
 LENGTHS = ("mean", "min", "max")
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class CapCheck:
     kinds: tuple[Kind, ...] = (Kind.TRUNCATION_SATURATION,)
 

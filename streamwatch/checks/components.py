@@ -35,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.config import HackingSettings
 from streamwatch.incidents import Finding, Kind, Severity
 
@@ -50,6 +52,7 @@ def is_component(metric: str, settings: HackingSettings) -> bool:
     return any(fnmatchcase(metric, p) for p in settings.components)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class _Part:
     start: float
@@ -62,6 +65,7 @@ class _Part:
     falling: int = 0  # logs in a row, each below the one before
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class ComponentsCheck:
     kinds: tuple[Kind, ...] = (Kind.REWARD_HACKING,)
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.config import ContextSettings
 
 __all__ = ["CONTEXT_SIGNALS", "Direction", "RunContext"]
@@ -44,6 +46,7 @@ CONTEXT_SIGNALS = (
 _ZERO = 1e-12
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Direction:
     """The last ``size`` finite values of a series and which way they move.
 
@@ -112,6 +115,7 @@ class Direction:
         return slope, math.sqrt(sse / (n - 2) / sxx)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class RunContext:
     """One run's context: its learning trends and this step's second signals."""
 

@@ -31,8 +31,9 @@ import math
 from collections import deque
 from collections.abc import Iterable, Mapping
 from statistics import median
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
+from mypy_extensions import mypyc_attr
 from river._river_rust.drift import AdaptiveWindowing
 
 from streamwatch.config import DriftSettings
@@ -53,6 +54,7 @@ _MIN_WINDOW = 5
 _GRACE = 10
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class DriftColumn:
     """The drift state of one metric: warm-up, scale, ADWIN's window, recent values."""
 
@@ -69,7 +71,7 @@ class DriftColumn:
         "window",
     )
 
-    kinds = KINDS
+    kinds: ClassVar[tuple[Kind, ...]] = KINDS
 
     def __init__(self, indicator: str, metric: str, settings: DriftSettings) -> None:
         self.indicator = indicator

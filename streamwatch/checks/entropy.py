@@ -13,6 +13,8 @@ import math
 from collections import deque
 from statistics import median
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.checks.base import ratio
 from streamwatch.config import EntropySettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
@@ -21,6 +23,7 @@ from streamwatch.incidents import Finding, Kind, Severity
 _FLOOR = 1e-9
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class EntropyCheck:
     kinds: tuple[Kind, ...] = (Kind.ENTROPY_COLLAPSE, Kind.ENTROPY_BLOWUP)
 

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import math
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.config import HackingSettings
 from streamwatch.detectors import Window
 from streamwatch.incidents import Finding, Kind, Severity
@@ -40,6 +42,7 @@ from streamwatch.incidents import Finding, Kind, Severity
 _MIN_NOISE = 1e-3
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class HackingCheck:
     kinds: tuple[Kind, ...] = (Kind.REWARD_HACKING,)
 
@@ -151,6 +154,7 @@ class HackingCheck:
         self._reference_n = self._level_n
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Bends:
     """Noise of a series from its second differences: the clipped root mean square of the
     last ``size`` of them, over sqrt(6)."""

@@ -21,6 +21,8 @@ further behind than that. Sources are at most ``MAX_SOURCES`` a run.
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.config import StragglerSettings
 from streamwatch.incidents import Finding, Kind, Severity
 
@@ -29,6 +31,7 @@ __all__ = ["MAX_SOURCES", "LagCheck"]
 MAX_SOURCES = 10_000
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class LagCheck:
     kinds: tuple[Kind, ...] = (Kind.RANK_STRAGGLER,)
 

@@ -18,6 +18,8 @@ import math
 from collections import deque
 from statistics import median
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.config import LengthSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
@@ -25,6 +27,7 @@ from streamwatch.incidents import Finding, Kind, Severity
 _FLOOR = 1e-9
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class LengthCheck:
     kinds: tuple[Kind, ...] = (Kind.LENGTH_EXPLOSION, Kind.LENGTH_COLLAPSE)
 
@@ -130,6 +133,7 @@ class LengthCheck:
         )
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class TruncationCheck:
     """The clip ratio's level and its climb; how severe each finding is, the run's context
     decides (:mod:`streamwatch.checks.judge`: a high ratio that falls while the reward rises

@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from statistics import median
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.config import MismatchSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
@@ -31,6 +33,7 @@ __all__ = ["MismatchCheck"]
 _TINY = 1e-12
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class MismatchCheck:
     """
     >>> from streamwatch.config import MismatchSettings

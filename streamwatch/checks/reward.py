@@ -27,6 +27,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
@@ -36,6 +38,7 @@ _MIN_REFERENCE = 10
 _CLIP_SQUARE = 9.0  # most a second difference's square (in noise units) counts
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class LineNoise:
     """Sd of the residuals around the least-squares line through the last ``size`` values
     (equally spaced): how noisy a window of a curve is, its trend aside.
@@ -115,6 +118,7 @@ class LineNoise:
         self.fresh = 0
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class RewardCheck:
     kinds: tuple[Kind, ...] = (Kind.REWARD_CHAOS, Kind.REWARD_COLLAPSE)
 

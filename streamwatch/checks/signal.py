@@ -50,6 +50,8 @@ from __future__ import annotations
 
 import math
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.config import SignalSettings
 from streamwatch.detectors import TrendBreak, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
@@ -84,6 +86,7 @@ _FED_BY = {
 }
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Drain:
     """One series that falls with the share of groups that still teach: its smoothed value
     (an EWMA), as the share maps it, and the trend break of its log."""
@@ -103,6 +106,7 @@ class Drain:
         self.trend.update(math.log(smooth if smooth > _ZERO else _ZERO))
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class NoSignalCheck:
     kinds: tuple[Kind, ...] = (Kind.NO_LEARNING_SIGNAL,)
 

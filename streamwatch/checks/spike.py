@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.config import SpikeSettings
 from streamwatch.detectors import Persistence, Window, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
@@ -24,6 +26,7 @@ from streamwatch.indicators import Indicator
 _SD_PER_MEAN_ABS = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian noise
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class SpikeCheck:
     kinds: tuple[Kind, ...] = (Kind.METRIC_SPIKE,)
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.config import StallSettings
 from streamwatch.detectors import Window
 from streamwatch.incidents import Finding, Kind, Severity
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class StallCheck:
     kinds: tuple[Kind, ...] = (Kind.RUN_STALLED,)
 

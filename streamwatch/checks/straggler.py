@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from statistics import fmean, median
 
+from mypy_extensions import mypyc_attr
+
 from streamwatch.config import StragglerSettings
 from streamwatch.incidents import Finding, Kind, Severity
 
@@ -28,6 +30,7 @@ _FOLLOW_USUAL = 0.02  # ...and in a source's usual offset (slower: a slowdown is
 _SPREAD_FLOOR = 0.002  # ranks' usual relative spread, at least (identical ranks)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class StragglerCheck:
     kinds: tuple[Kind, ...] = (Kind.RANK_STRAGGLER,)
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
+from mypy_extensions import mypyc_attr
 
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Ewma:
     """EWMA with weight ``alpha`` on the newest value; ``value`` is NaN until the first update.
 

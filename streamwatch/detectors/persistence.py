@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
 
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Persistence:
     """``update(cond)`` returns True once ``cond`` held for ``needed`` updates in a row.
 

@@ -6,12 +6,15 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 if TYPE_CHECKING:
     from streamwatch.config import TrendSettings
 
 _SD_PER_MEAN_ABS = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian noise
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class TrendBreak:
     """One-sided CUSUM of how far a series left the path its own recent trend predicts.
 

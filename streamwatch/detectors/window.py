@@ -6,7 +6,10 @@ import math
 from bisect import bisect_left, insort
 from collections import deque
 
+from mypy_extensions import mypyc_attr
 
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Window:
     """The last ``size`` finite values; median and a robust sd (1.4826 x MAD).
 

@@ -1,0 +1,77 @@
+"""The compiled build judges exactly as the pure one: every recorded example, every real run
+of tests/data/real and every field case of tests/data/field replayed by both, in two fresh
+processes, gives byte-identical incidents. Run when the installed engine is compiled (the
+second pass of ``.ci/run``); the pure side is the same source read with C extensions of the
+package set aside."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streamwatch import build
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "streamwatch"
+
+#: replay each input on its own and print its incidents, one JSON line each
+REPLAY = """
+import json, sys
+paths = json.loads(sys.argv[1])
+if sys.argv[2] == "pure":  # the package's modules from their .py source only
+    import importlib.machinery as m
+    package = sys.argv[3]
+    def sources_only(path):
+        if not path.startswith(package):
+            raise ImportError(path)
+        return m.FileFinder(path, (m.SourceFileLoader, m.SOURCE_SUFFIXES))
+    sys.path_hooks.insert(0, sources_only)
+    sys.path_importer_cache.clear()
+from streamwatch import build
+from streamwatch.replay import replay_files
+print(build())
+for path in paths:
+    try:
+        incidents = replay_files([path]).incidents
+    except FileNotFoundError as exc:  # a run directory that needs its runs.toml entry to read
+        print("not read:", exc)
+        continue
+    for incident in incidents:
+        print(incident.to_json())
+"""
+
+
+def _inputs() -> list[str]:
+    paths = sorted(ROOT.glob("examples/logs/*.jsonl"))
+    paths += sorted((ROOT / "tests" / "data" / "real").glob("*.jsonl"))
+    paths += sorted(p for p in (ROOT / "tests" / "data" / "real" / "runs").iterdir())
+    paths += sorted((ROOT / "tests" / "data" / "field").glob("*.jsonl"))
+    return [str(p) for p in paths]
+
+
+def _replay(paths: list[str], which: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", REPLAY, json.dumps(paths), which, str(PACKAGE)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=ROOT,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+@pytest.mark.slow
+def test_the_compiled_build_gives_the_pure_builds_incidents_on_every_recorded_run() -> None:
+    if build() == "pure Python":
+        pytest.skip("the pure build is installed: nothing compiled to compare")
+    paths = _inputs()
+    assert len(paths) > 40
+    compiled, pure = _replay(paths, "installed"), _replay(paths, "pure")
+    assert compiled[0] == "compiled (mypyc)" and pure[0] == "pure Python"
+    assert len(compiled) > 100
+    assert compiled[1:] == pure[1:]
