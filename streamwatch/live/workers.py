@@ -5,8 +5,10 @@ own interpreter: the engine's work is spread over the machine's cores), joined t
 like any other ``streamwatch run``: the group gives it partitions, and with them the runs keyed
 to them; runs move between workers by the service's own hand-over (checkpoints, committed
 offsets, the incidents already published). The supervisor consumes nothing. It starts the
-workers, gathers what each reports every :data:`REPORT_S` seconds (its counts and gauges),
-writes the one status line and serves the one ``/metrics`` and ``/healthz`` for all, and:
+workers one after the other (each once the one before is polling: members that join a new
+group at the same instant can leave one of them without partitions), gathers what each
+reports every :data:`REPORT_S` seconds (its counts and gauges), writes the one status line
+and serves the one ``/metrics`` and ``/healthz`` for all, and:
 
 - restarts a worker that dies (a crash, a kill): the group hands the dead worker's partitions
   to the others at once or after its session times out, and the new worker joins as a fresh
@@ -50,6 +52,7 @@ QUICK_S = 10.0
 #: ...this many times in a row is not restarted again: the pool stops.
 MAX_QUICK_FAILURES = 3
 _STOP_WAIT_S = 60.0
+_JOIN_WAIT_S = 30.0
 
 
 @dataclass
@@ -205,6 +208,7 @@ class Pool:
         try:
             for n in range(self.workers):
                 self._start(n)
+                self._wait_started(n, stop)
             status = StatusLine(time.monotonic(), 0)
             while not stop.is_set():
                 self._drain(0.2)
@@ -231,6 +235,17 @@ class Pool:
         sender.close()  # the worker's end: a dead worker's pipe then reads as closed
         self._slots[n] = _Slot(process, reports, time.monotonic(), quick_failures)
         log.info("worker %d started (pid %d)", n, process.pid)
+
+    def _wait_started(self, n: int, stop: threading.Event) -> None:
+        """Until worker ``n`` is in the group and polling (or dead, or :data:`_JOIN_WAIT_S`):
+        members that join a new group at the same instant can leave one without partitions."""
+        deadline = time.monotonic() + _JOIN_WAIT_S
+        slot = self._slots[n]
+        while time.monotonic() < deadline and not stop.is_set() and slot.process.is_alive():
+            self._drain(0.2)
+            report = self._last.get(n)
+            if report is not None and report.health.get("status") != "starting":
+                return
 
     def _watch(self) -> bool:
         """Restart the workers that died; True when one keeps failing at start."""
