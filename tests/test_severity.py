@@ -202,3 +202,27 @@ def test_the_same_zero_gradients_at_the_reward_s_floor_still_warn() -> None:
     flipped = [{k: (1.0 - r[k] if k == "reward_mean" else r[k]) for k in keep} for r in rows]
     signal = [i for i in run(flipped) if i.kind == "no_learning_signal"]
     assert signal and signal[0].severity is Severity.WARNING and signal[0].step == 35
+
+
+# -- the noise of a one-prompt batch ----------------------------------------------------------
+
+
+def test_the_noise_of_a_one_prompt_batch_growing_with_its_level_is_no_chaos() -> None:
+    """Unsloth's GSM8K notebook: one prompt and six completions a step, so the reward's
+    std is 0 at steps where every completion failed (61, 63-65) or passed (82, 89: 2.5)
+    between steps that vary. As the reward climbs off its floor (its mean 0.31
+    over the reference, 0.93 at step 89) a batch mean that swings between the bounds must
+    be noisier; the check saw 2.6x its reference noise and warned at 89 and 206 (the
+    correctness reward 0.16 -> 1.2-1.3)."""
+    rows = {r["step"]: r for r in history(GSM8K) if "reward_std" in r}
+    assert [rows[s]["reward_std"] for s in (82, 89)] == [0.0, 0.0]
+    assert rows[82]["reward"] == rows[89]["reward"] == 2.5
+    assert not [i for i in fired(GSM8K) if i.kind == "reward_chaos"]
+
+
+def test_the_same_rewards_without_the_sign_of_a_small_batch_are_judged_by_the_check() -> None:
+    """The run above without its ``reward_std``: nothing says the batch is one prompt, and
+    the check's own rule stands (its warning at step 89)."""
+    rows = [{"reward": r["reward"]} for r in history(GSM8K) if "reward" in r]
+    chaos = [i for i in run(rows) if i.kind == "reward_chaos"]
+    assert chaos and chaos[0].severity is Severity.WARNING and chaos[0].step == 89

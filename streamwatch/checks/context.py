@@ -121,8 +121,10 @@ class RunContext:
 
     __slots__ = (
         "alike_step",
+        "alike_then_varied",
         "all_alike",
         "heldout",
+        "last_alike",
         "length",
         "loss_zero_step",
         "no_variance_step",
@@ -161,6 +163,8 @@ class RunContext:
         self.values: dict[str, float] = {}  # this step's second signals
         # the last step at which each second signal held
         self.alike_step = -1  # every completion got the same reward
+        self.last_alike = -1  # the last step at which every group's completions got one reward
+        self.alike_then_varied = 0  # times such a step was followed by one that varied
         self.no_variance_step = -1  # every group did (zero-variance fraction ~1, std 0)
         self.zero_grad_step = -1  # the gradient was exactly 0
         self.loss_zero_step = -1  # the loss was exactly 0
@@ -204,20 +208,31 @@ class RunContext:
         elif signal == "reward_std":
             if abs(x) <= _ZERO:
                 self.no_variance_step = step
+                self._alike(step)
             else:
-                self.varied_step = step
+                self._varied(step)
         elif signal == "zero_variance":
             if self.all_alike <= x <= 1.0:
                 self.no_variance_step = step
+                self._alike(step)
             elif x < self.all_alike:
-                self.varied_step = step
+                self._varied(step)
         else:
             high, low = values.get("reward_max"), values.get("reward_min")
             if high is not None and low is not None:
                 if high - low <= _ZERO:
                     self.alike_step = step
+                    self._alike(step)
                 else:
-                    self.varied_step = step
+                    self._varied(step)
+
+    def _alike(self, step: int) -> None:
+        self.last_alike = step
+
+    def _varied(self, step: int) -> None:
+        if self.varied_step < self.last_alike < step:
+            self.alike_then_varied += 1
+        self.varied_step = step
 
     # -- what the checks' findings are judged by ------------------------------------------
     def learning(self) -> bool:
@@ -299,6 +314,23 @@ class RunContext:
         """
         low, span = self.reward_low, self.reward_high - self.reward_low
         return self.ceiling() and self.reward.mean() - low >= 0.9 * span
+
+    def small_batch(self) -> bool:
+        """Is the batch one of few prompts: twice or more, a step at which every group's
+        completions got one reward followed by one whose groups varied? In a batch of many
+        prompts every group alike at once is no chance (a solved or a broken run, which
+        stays so); with one prompt a step (Unsloth's notebooks) it is a prompt that every
+        completion passed or failed, between others, and the batch mean swings between
+        the reward's bounds. A batch's size is the run's: once seen, it holds.
+
+        >>> from streamwatch.config import ContextSettings
+        >>> ctx = RunContext(ContextSettings())
+        >>> for step, sd in enumerate([0.0, 1.0, 0.9, 0.0, 1.3, 0.9, 1.2], 1):
+        ...     ctx.observe("reward_std", step, sd)
+        >>> ctx.small_batch()
+        True
+        """
+        return self.alike_then_varied >= 2
 
     def no_signal_at(self, step: int) -> bool:
         """Did every completion (or every group) get one reward at ``step``, or the gradient

@@ -14,6 +14,7 @@ the same step counts whatever the order of the event's metrics.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from streamwatch.checks.context import RunContext
@@ -43,6 +44,8 @@ def judge(f: Finding, ctx: RunContext, cfg: EngineConfig) -> Finding | None:
         graded = _spike(f, because)
     elif kind is Kind.NO_LEARNING_SIGNAL:
         graded = _signal(f, ctx, because)
+    elif kind is Kind.REWARD_CHAOS:
+        graded = _chaos(f, ctx, cfg, because)
     else:
         graded = _decide(f.severity, "the check's own rule", because)
     if graded is None:
@@ -187,6 +190,34 @@ def _signal(f: Finding, ctx: RunContext, because: list[str]) -> Severity | None:
     if learning:
         return _decide(_INFO, "the run is still learning", because)
     return _decide(f.severity, "the run is not learning", because)
+
+
+def _chaos(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) -> Severity | None:
+    ev = f.evidence
+    recent, ref = float(ev["recent_noise_sd"]), float(ev["reference_noise_sd"])
+    at = float(ev.get("recent_level", math.nan))
+    ref_at = float(ev.get("reference_level", math.nan))
+    if ctx.small_batch() and at == at and ref_at == ref_at:
+        # a batch of few prompts, whose mean reaches the reward's bounds (the run's range):
+        # a bounded reward of mean m in [lo, hi] has an sd of at most sqrt((m - lo)(hi - m))
+        # (Bhatia-Davis), and a pass/fail one's batch mean has sd sqrt(p(1 - p) / B) at any
+        # batch size B: as the level moves off the floor, the noise grows by that factor
+        # with no change in the batch. Judge the noise in those units.
+        lo, hi = ctx.reward_low, ctx.reward_high
+
+        def bound(m: float) -> float:
+            return math.sqrt(max((m - lo) * (hi - m), 1e-24))
+
+        growth = (recent / bound(at)) / max(ref / bound(ref_at), 1e-12)
+        because.append(
+            f"a batch of few prompts (every completion alike at steps between varying ones): "
+            f"its noise at level "
+            f"{at:.3g} is {growth:.2f}x its reference at level {ref_at:.3g} in units of the "
+            f"largest noise each level allows in {lo:.3g}..{hi:.3g}"
+        )
+        if growth <= cfg.reward.chaos_cusum_ratio:
+            return None  # the noise a batch this small must have at this level
+    return _decide(f.severity, "the check's own rule", because)
 
 
 def _spike(f: Finding, because: list[str]) -> Severity:

@@ -89,6 +89,11 @@ class LineNoise:
             return math.inf
         return math.sqrt(max(sse, 0.0) / (n - 2))
 
+    def mean(self) -> float:
+        """The window's mean value (NaN when empty)."""
+        values = self.values
+        return sum(values) / len(values) if values else math.nan
+
     def trimmed(self) -> float:
         """The sd of the residuals around the window's line without its largest one (computed
         afresh: asked only of a window that looks noisy)."""
@@ -132,8 +137,9 @@ class RewardCheck:
         self._smooth = Ewma(settings.smoothing)
         self._recent = LineNoise(settings.chaos_window)
         self.recent_noise = math.nan
-        self._waiting: deque[tuple[float, bool]] = deque()
+        self._waiting: deque[tuple[float, float, bool]] = deque()
         self._reference = Window(settings.chaos_history)
+        self._reference_level = Window(settings.chaos_history)  # the windows' mean rewards
         self.noise = math.nan
         self.start = math.nan
         self.peak = -math.inf
@@ -204,11 +210,13 @@ class RewardCheck:
                 # one heavy-tailed value is no chaos: the window's noise without its
                 # largest departure from the line must be as high
                 alarm = self._recent.trimmed() / floor > self.s.chaos_ratio
-        self._waiting.append((recent, alarm))
+        level = self._recent.mean()
+        self._waiting.append((recent, level, alarm))
         if len(self._waiting) > self.s.chaos_window:  # no overlap with the recent window
-            figure, was_alarm = self._waiting.popleft()
+            figure, at, was_alarm = self._waiting.popleft()
             if not was_alarm:
                 self._reference.update(figure)
+                self._reference_level.update(at)
         if not self._chaos.update(alarm) and not noisier:
             return None
         severity = Severity.CRITICAL if r > 2 * self.s.chaos_ratio else Severity.WARNING
@@ -227,6 +235,8 @@ class RewardCheck:
                 "noise_ratio": r,
                 "window": self.s.chaos_window,
                 "noise_growth_evidence": self.chaos_evidence,
+                "recent_level": level,
+                "reference_level": self._reference_level.median(),
             },
             onset_step=step - self._chaos.streak - self.s.chaos_window // 2,
         )
