@@ -35,8 +35,11 @@ import statistics
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
+import streamwatch
+from streamwatch import build
 from streamwatch.config import Config
 from streamwatch.incidents import Incident, Status
 from streamwatch.kafka_tools import TopicSpec, ensure_topics
@@ -304,6 +307,7 @@ def main() -> int:
     tag = uuid.uuid4().hex[:8]
     print(f"# {platform.python_implementation()} {platform.python_version()} {platform.machine()}")
     print(f"# cpus: {os.cpu_count()}; broker {args.bootstrap_servers} on the same machine")
+    print(f"# engine: {build()} ({Path(streamwatch.__file__).parent})")
     print(f"# load average before: {os.getloadavg()[0]:.2f} (other work on the machine skews this)")
 
     topic = f"bench-throughput-{tag}"
