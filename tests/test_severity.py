@@ -226,3 +226,28 @@ def test_the_same_rewards_without_the_sign_of_a_small_batch_are_judged_by_the_ch
     rows = [{"reward": r["reward"]} for r in history(GSM8K) if "reward" in r]
     chaos = [i for i in run(rows) if i.kind == "reward_chaos"]
     assert chaos and chaos[0].severity is Severity.WARNING and chaos[0].step == 89
+
+
+# -- two KL logs beyond the ceiling, a length that grows with few truncations -------------
+
+
+def test_two_kl_logs_beyond_the_ceiling_beside_a_reward_that_does_not_fall_are_info() -> None:
+    """Unsloth HumanEval GRPO (logs of 5 steps of 8 completions): KL 22.4 at step 15 and
+    64.8 at 20, 6.5 at 25 and 1.2 at 30, while the reward goes 0.74, 0.91, 1.18, 1.17.
+    A warning before; a third log beyond the ceiling would still page."""
+    rows = {r["step"]: r for r in history(HUMANEVAL) if "kl" in r}
+    assert [round(rows[s]["kl"], 1) for s in (15, 20, 25, 30)] == [22.4, 64.8, 6.5, 1.2]
+    spikes = [i for i in fired(HUMANEVAL) if i.kind == "metric_spike" and i.step <= 30]
+    assert spikes and all(i.severity is Severity.INFO for i in spikes)
+
+
+def test_length_growth_with_a_few_truncated_completions_and_a_rising_reward_is_info() -> None:
+    """The same run: the mean length 170 -> 426 tokens by step 210 (2.15x in 30 steps) while
+    the clip ratio rises from 0 to 0.075-0.125 (3-5 of a log's 40 completions) and the
+    reward rises: info (a warning before, 'running into the cap'). The length reaches 2.9x
+    its start at step 265 with the reward falling over its last 20 logs: still critical."""
+    rows = {r["step"]: r for r in history(HUMANEVAL) if "completions/clipped_ratio" in r}
+    assert max(rows[s]["completions/clipped_ratio"] for s in range(175, 215, 5)) == 0.125
+    found = [i for i in fired(HUMANEVAL) if i.kind == "length_explosion"]
+    assert [(i.step, i.severity) for i in found if i.step <= 210] == [(170, Severity.INFO)]
+    assert (265, Severity.CRITICAL) in [(i.step, i.severity) for i in found]
