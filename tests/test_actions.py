@@ -454,8 +454,6 @@ def _healthy_real_runs() -> dict[str, Path]:
 ENGINE_FALSE_CRITICALS = {
     "unsloth-grpo-humaneval-qwen3-4b": "length_explosion at step 265 (170 -> 513 tokens on a "
     "run that gained 2.5 points on HumanEval)",
-    "cs336-grpo-gsm8k-qwen2.5-math-1.5b-masked-normalize": "entropy_collapse at step 111 "
-    "(token entropy 0.077x its start while held-out accuracy goes 0.823 -> 0.871)",
 }
 HEALTHY = _healthy_real_runs()
 

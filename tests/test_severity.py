@@ -18,6 +18,7 @@ from streamwatch.events import Event
 from streamwatch.incidents import Incident, Severity, Status
 from streamwatch.monitor import Monitor
 from streamwatch.replay import replay_files
+from streamwatch.sources.files import read_events
 
 RUNS = Path(__file__).parent / "data" / "real" / "runs"
 REAL = Path(__file__).parent / "data" / "real"
@@ -251,3 +252,38 @@ def test_length_growth_with_a_few_truncated_completions_and_a_rising_reward_is_i
     found = [i for i in fired(HUMANEVAL) if i.kind == "length_explosion"]
     assert [(i.step, i.severity) for i in found if i.step <= 210] == [(170, Severity.INFO)]
     assert (265, Severity.CRITICAL) in [(i.step, i.severity) for i in found]
+
+
+# -- entropy falling while the run learns is sharpening --------------------------------------
+
+CS336 = RUNS / "cs336-grpo-gsm8k-qwen2.5-math-1.5b-lr4e-5" / "metrics.jsonl"
+CS336_MASKED = RUNS / "cs336-grpo-gsm8k-qwen2.5-math-1.5b-masked-normalize" / "metrics.jsonl"
+
+
+def test_entropy_falling_below_a_tenth_while_held_out_accuracy_holds_is_info() -> None:
+    # CS336 GRPO runs: token entropy 0.92 at step 1, 0.026 (0.098x its reference) from step
+    # 96 on, held-out accuracy 0.86 at step 100 and 0.88 at 200 (1,024 problems a eval)
+    for path in (CS336, CS336_MASKED):
+        entropy = [i for i in fired(path) if i.kind == "entropy_collapse"]
+        assert entropy and {i.severity for i in entropy} == {Severity.INFO}, path
+    levels = [i for i in fired(CS336) if i.evidence["ratio_to_reference"] < 0.1]
+    because = [" ".join(i.evidence["because"]) for i in levels]
+    assert any("converged" in b for b in because) and any("sharpening" in b for b in because)
+
+
+def test_the_same_entropy_with_the_held_out_accuracy_falling_warns() -> None:
+    # the same rows, the held-out accuracy losing 0.05 an evaluation from step 100 on: the
+    # entropy's fall has ended the learning
+    events = []
+    for e in read_events([CS336]):
+        if e.step > 100 and "eval/answer_accuracy" in e.metrics:
+            fall = 0.86 - 0.05 * (e.step - 100) / 5
+            e = e.model_copy(
+                update={"metrics": {**e.metrics, "eval/answer_accuracy": fall, "eval/reward": fall}}
+            )
+        events.append(e)
+    monitor = Monitor()
+    out = [u for e in events for u in monitor.process(e)] + monitor.flush()
+    entropy = [u for u in out if u.kind == "entropy_collapse" and u.status is Status.FIRING]
+    assert Severity.WARNING in {u.severity for u in entropy}
+    assert any("stalled" in " ".join(u.evidence["because"]) for u in entropy)

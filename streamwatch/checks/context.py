@@ -124,6 +124,9 @@ class RunContext:
         "alike_then_varied",
         "all_alike",
         "heldout",
+        "heldout_high",
+        "heldout_low",
+        "heldout_start",
         "last_alike",
         "length",
         "loss_zero_step",
@@ -159,6 +162,10 @@ class RunContext:
         self.reward_high_seen = 0  # steps that logged exactly that best
         self.reward_high_step = -1  # the first of them
         self.reward_start: list[float] = []  # its first values (``min_points`` of them)
+        # the held-out reward's range over the whole run and its first ``min_evals`` values
+        self.heldout_low = math.inf
+        self.heldout_high = -math.inf
+        self.heldout_start: list[float] = []
         self.solved_told = False  # a batch of solved prompts has been said (once a run)
         self.values: dict[str, float] = {}  # this step's second signals
         # the last step at which each second signal held
@@ -189,6 +196,11 @@ class RunContext:
                     self.reward_start.append(x)
         elif signal == "heldout_reward":
             self.heldout.update(x)
+            if x - x == 0.0:
+                self.heldout_low = min(self.heldout_low, x)
+                self.heldout_high = max(self.heldout_high, x)
+                if len(self.heldout_start) < self.s.min_evals:
+                    self.heldout_start.append(x)
         elif signal == "truncation_ratio":
             self.truncation.update(x)
         elif signal == "response_length":
@@ -238,6 +250,37 @@ class RunContext:
     def learning(self) -> bool:
         """Is the run still learning: its train reward or its held-out reward rising?"""
         return self.reward.way(self.t) > 0 or self.heldout.way(self.t) > 0
+
+    def still_learning(self) -> bool:
+        """Is the run demonstrably still learning: its held-out reward rising, or its train
+        reward rising with no held-out reward falling (a train reward that climbs while the
+        held-out one falls is learning the training prompts only)?"""
+        heldout = self.heldout.way(self.t)
+        return heldout > 0 or (self.reward.way(self.t) > 0 and heldout >= 0)
+
+    def heldout_at_best(self) -> bool:
+        """Does the held-out reward hold what the run gained: it climbed from its first
+        evaluations by at least half the run's range, and its last evaluations' mean is in
+        the top tenth of that range (a plateau at the run's best, not a fall from it)? The
+        run has converged on what it can learn; it has not lost it.
+
+        >>> from streamwatch.config import ContextSettings
+        >>> ctx = RunContext(ContextSettings())
+        >>> for step, h in enumerate([0.04, 0.3, 0.43, 0.69, 0.79, 0.86, 0.85, 0.84, 0.86]):
+        ...     ctx.observe("heldout_reward", 5 * step, h)
+        >>> ctx.heldout_at_best()
+        True
+        >>> for step in range(9, 15):
+        ...     ctx.observe("heldout_reward", 5 * step, 0.6)
+        >>> ctx.heldout_at_best()
+        False
+        """
+        low, span = self.heldout_low, self.heldout_high - self.heldout_low
+        start = self.heldout_start
+        if not self.heldout.known or not span > _ZERO or not start:
+            return False
+        mean = self.heldout.mean()
+        return mean - sum(start) / len(start) >= 0.5 * span and mean - low >= 0.9 * span
 
     def stalled(self) -> bool:
         """Has the run stopped learning: neither reward rising, and at least one known?"""

@@ -136,6 +136,11 @@ def _length(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) 
         return _decide(_INFO, why + (" (truncation rising)" if t_way > 0 else ""), because)
     if slow and not trunc.known and reward > 0:
         return _decide(_INFO, "the reward rises with the length (no clip ratio logged)", because)
+    if not trunc.known and ctx.still_learning():
+        # a fast growth that the held-out reward (or the train reward, the held-out not
+        # falling) pays for, with no clip ratio to say it runs into the cap
+        because.append(ctx.trend_words("heldout_reward", ctx.heldout, "an evaluation"))
+        return _decide(_INFO, "the run learns as it grows (no clip ratio logged)", because)
     at_cap = trunc.known and trunc.mean() >= cfg.length.truncation_warning
     if f.severity is _CRITICAL and (at_cap or reward < 0):
         why = "running into the cap" if at_cap else "the reward falls as it grows"
@@ -152,10 +157,18 @@ def _entropy(f: Finding, ctx: RunContext, because: list[str]) -> Severity:
             return _decide(_INFO, "the run is still learning", because)
         return _decide(_WARNING, "the run is not learning", because)
     if f.kind is Kind.ENTROPY_COLLAPSE:
+        # entropy falling while the run learns is RLVR's sharpening: the policy commits to
+        # the answers that score; a collapse is one that ends the learning
+        if ctx.still_learning():
+            return _decide(_INFO, "low, but the run is still learning (sharpening)", because)
+        floor = f.severity is _CRITICAL  # below the check's critical ratio: near its floor
+        if not floor and ctx.heldout_at_best():
+            why = "low, with the held-out reward holding at the run's best: converged"
+            return _decide(_INFO, why, because)
         if ctx.stalled():
-            return _decide(_CRITICAL, "the reward has stopped rising", because)
-        if learning:
-            return _decide(_WARNING, "low, but the run is still learning", because)
+            if floor:
+                return _decide(_CRITICAL, "near its floor, and learning has stalled", because)
+            return _decide(_WARNING, "low, and learning has stalled", because)
         return _decide(f.severity, "no reward to judge the run by", because)
     if learning and f.severity is _CRITICAL:
         return _decide(_WARNING, "high, but the run is still learning", because)
