@@ -39,7 +39,7 @@ def judge(f: Finding, ctx: RunContext, cfg: EngineConfig) -> Finding | None:
     elif kind is Kind.LENGTH_EXPLOSION:
         graded = _length(f, ctx, cfg, because)
     elif kind is Kind.ENTROPY_COLLAPSE or kind is Kind.ENTROPY_BLOWUP:
-        graded = _entropy(f, ctx, because)
+        graded = _entropy(f, ctx, cfg, because)
     elif kind is Kind.METRIC_SPIKE:
         graded = _spike(f, ctx, because)
     elif kind is Kind.NO_LEARNING_SIGNAL:
@@ -150,11 +150,17 @@ def _length(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) 
     return _decide(_WARNING, "the reward does not pay for it", because)
 
 
-def _entropy(f: Finding, ctx: RunContext, because: list[str]) -> Severity:
+def _entropy(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) -> Severity:
     learning = _learning(ctx, because)
     if f.rule in ("trend", "rate"):
         if learning:
             return _decide(_INFO, "the run is still learning", because)
+        ratio = float(f.evidence.get("ratio_to_reference", 0.0))
+        if f.kind is Kind.ENTROPY_COLLAPSE and ratio >= cfg.entropy.fall_min_ratio:
+            # above 0.3x its start the policy keeps most of its exploration: a fall faster
+            # than its own trend there is news, not yet a collapse (the rate rule waits so)
+            why = f"{ratio:.2f}x its start: a change of pace, not a collapse yet"
+            return _decide(_INFO, why, because)
         return _decide(_WARNING, "the run is not learning", because)
     if f.kind is Kind.ENTROPY_COLLAPSE:
         # entropy falling while the run learns is RLVR's sharpening: the policy commits to
