@@ -75,3 +75,28 @@ def test_the_compiled_build_gives_the_pure_builds_incidents_on_every_recorded_ru
     assert compiled[0] == "compiled (mypyc)" and pure[0] == "pure Python"
     assert len(compiled) > 100
     assert compiled[1:] == pure[1:]
+
+
+def test_every_class_of_the_compiled_modules_can_be_pickled_once_compiled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A native class pickles (run snapshots, checkpoints) only when marked serializable; the
+    mark does nothing in the pure build, so it is checked here, in the source, on both."""
+    import ast
+    import runpy
+
+    monkeypatch.chdir(ROOT)  # setup.py names the modules from the project's root
+    compiled = runpy.run_path(str(ROOT / "setup.py"), run_name="setup_modules")["COMPILED"]
+    plain = {"Protocol", "NamedTuple", "Enum", "StrEnum", "IntEnum", "TypedDict"}
+    missing = []
+    for module in compiled:
+        tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {ast.unparse(b).split(".")[-1] for b in node.bases}
+            marks = [ast.unparse(d) for d in node.decorator_list]
+            if not bases & plain and not any("serializable=True" in m for m in marks):
+                missing.append(f"{module}: {node.name}")
+    assert len(compiled) >= 20
+    assert missing == [], "add @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)"
