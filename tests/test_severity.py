@@ -93,7 +93,7 @@ def test_a_ppo_kl_wandering_around_zero_is_no_spike() -> None:
 
 
 def test_truncation_that_is_being_fixed_while_the_reward_climbs_is_info() -> None:
-    """The shape of a PPO run with a tight cap (issue pattern: a clip ratio of 79% falling
+    """The shape of a PPO run with a tight cap (as reported: a clip ratio of 79% falling
     step by step to 46% by step 12 while the train reward climbs 0.08 -> 0.41), continued to
     40 steps at the same pace, the reward's batch noise 0.02: info, never a warning."""
     clip = [0.79, 0.77, 0.75, 0.74, 0.70, 0.68, 0.64, 0.61, 0.57, 0.54, 0.50, 0.46]
@@ -122,7 +122,7 @@ def test_the_same_truncation_not_falling_with_a_flat_reward_warns_then_pages() -
 
 def test_length_growth_with_few_truncations_and_a_flat_high_reward_is_not_a_warning() -> None:
     """Reasoning RL lengthens its answers: 190 -> 830 tokens over 1,100 steps, truncation
-    under 10%, the reward flat-high (issue pattern 5)."""
+    under 10%, the reward flat-high, as reported of a real run."""
     rng = random.Random(5)
     rows = [
         {
