@@ -32,6 +32,7 @@ from streamwatch.incidents import Incident, Severity
 from streamwatch.integrations.hf import StreamwatchCallback
 from streamwatch.integrations.loop import run_loop
 from streamwatch.live import Service, ServiceSettings
+from streamwatch.live.testing import delete_topics
 from streamwatch.simulate import RunSpec, random_fault_spec, simulate_run
 from streamwatch.sources.kafka import KafkaConnection
 
@@ -59,18 +60,10 @@ class Names:
 
 @pytest.fixture
 def names(bootstrap: str) -> Iterator[Names]:
-    from kafka.admin import KafkaAdminClient
-
     tag = uuid.uuid4().hex[:10]
     created = Names(f"sw-act-{tag}", f"sw-act-group-{tag}", f"sw-act-{tag}.control")
     yield created
-    admin: Any = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="test-cleanup")
-    try:
-        gone = [t for t in created.all() if t in set(admin.list_topics())]
-        if gone:
-            admin.delete_topics(gone)
-    finally:
-        admin.close()
+    delete_topics(bootstrap, created.all())
 
 
 def settings(bootstrap: str, names: Names) -> ServiceSettings:

@@ -21,6 +21,7 @@ from test_service import (
 
 from streamwatch.cli_kafka import main as kafka_main
 from streamwatch.live import Service
+from streamwatch.live.testing import delete_topics
 from streamwatch.sources import FileSource
 
 pytestmark = [
@@ -31,17 +32,9 @@ pytestmark = [
 
 @pytest.fixture
 def names(bootstrap: str) -> Any:
-    from kafka.admin import KafkaAdminClient
-
     created = Names.fresh()
     yield created
-    admin: Any = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="test-cleanup")
-    try:
-        gone = [t for t in created.all() if t in set(admin.list_topics())]
-        if gone:
-            admin.delete_topics(gone)
-    finally:
-        admin.close()
+    delete_topics(bootstrap, created.all())
 
 
 def test_a_followed_file_published_then_run_equals_its_replay(

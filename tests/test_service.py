@@ -33,6 +33,7 @@ from streamwatch.events import Event, Source, finished_event
 from streamwatch.incidents import Incident
 from streamwatch.kafka_tools import _Pacer, record_topic
 from streamwatch.live import Service, ServiceSettings
+from streamwatch.live.testing import delete_topics
 from streamwatch.monitor import Monitor
 from streamwatch.replay import replay_files
 from streamwatch.simulate import Fault, RunSpec, simulate, write_jsonl
@@ -92,18 +93,9 @@ class Names:
 
 @pytest.fixture
 def names(bootstrap: str) -> Iterator[Names]:
-    from kafka.admin import KafkaAdminClient
-
     created = Names.fresh()
     yield created
-    admin: Any = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="test-cleanup")
-    try:
-        existing = set(admin.list_topics())
-        gone = [t for t in created.all() if t in existing]
-        if gone:
-            admin.delete_topics(gone)
-    finally:
-        admin.close()
+    delete_topics(bootstrap, created.all())
 
 
 def settings(bootstrap: str, names: Names, **overrides: Any) -> ServiceSettings:

@@ -381,3 +381,17 @@ def blackhole_broker() -> Iterator[str]:
 def open_fds() -> int:
     """The file descriptors this process holds (Linux)."""
     return len(list(Path("/proc/self/fd").iterdir()))
+
+
+def delete_topics(bootstrap: str, topics: Iterable[str]) -> None:
+    """Delete those of ``topics`` that exist on the broker (a test's own, when it ends)."""
+    from kafka.admin import KafkaAdminClient
+
+    admin: Any = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="test-cleanup")
+    try:
+        existing = set(admin.list_topics())
+        gone = [t for t in topics if t in existing]
+        if gone:
+            admin.delete_topics(gone)
+    finally:
+        admin.close()
