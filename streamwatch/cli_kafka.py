@@ -207,6 +207,27 @@ def add_commands(subparsers: Any) -> None:
         metavar="N",
     )
     r.add_argument("--quiet", action="store_true", help="no incident lines on stdout")
+    r.add_argument(
+        "--ledger-baseline",
+        nargs="+",
+        metavar="SELECTOR",
+        help="with --report-out: the report opens with the intervention ledger of the runs "
+        "consumed, this the baseline's runs (tag:KEY=VALUE or a run-id glob, as for "
+        "`streamwatch ledger`)",
+    )
+    r.add_argument(
+        "--ledger-candidate",
+        nargs=2,
+        action="append",
+        metavar=("[NAME=]SELECTOR", "DESCRIPTION"),
+        help="a candidate of the ledger and its intervention in one line (repeatable)",
+    )
+    r.add_argument(
+        "--ledger-correction",
+        choices=["holm", "bh"],
+        default="holm",
+        help="the ledger's correction: Holm (family-wise) or Benjamini-Hochberg",
+    )
 
     p = subparsers.add_parser(
         "publish",
@@ -327,6 +348,11 @@ def _service(args: argparse.Namespace, worker: int | None = None) -> tuple[Any, 
     from streamwatch.live import Service, ServiceSettings
 
     own = worker is None
+    if args.ledger_baseline or args.ledger_candidate:
+        if not args.ledger_baseline or not args.ledger_candidate:
+            raise ValueError("--ledger-baseline and --ledger-candidate go together")
+        if args.report_out is None:
+            raise ValueError("--ledger-baseline needs --report-out: the ledger is in the report")
     settings = ServiceSettings(
         connection=_connection(args),
         topic=args.topic,
@@ -348,6 +374,9 @@ def _service(args: argparse.Namespace, worker: int | None = None) -> tuple[Any, 
         metrics_port=args.metrics_port if own else None,
         metrics_host=args.metrics_host,
         console=not args.quiet,
+        ledger_baseline=tuple(args.ledger_baseline or ()),
+        ledger_candidates=tuple(tuple(c) for c in args.ledger_candidate or ()),
+        ledger_correction=args.ledger_correction,
     )
     config = load_config(args.config)
     actor = build_actor(args, config, stop=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import threading
 import time
 import zlib
@@ -29,7 +30,7 @@ from streamwatch.live.status import LOG_BURST, LOG_WINDOW_S
 from streamwatch.live.testing import FakeBroker, FakeConsumer, NoListener
 from streamwatch.monitor import Monitor
 from streamwatch.replay import replay_files
-from streamwatch.simulate import Fault, RunSpec, simulate, write_jsonl
+from streamwatch.simulate import Fault, RunSpec, simulate, simulate_run, write_jsonl
 from streamwatch.snapshot import VERSION
 from streamwatch.sources import FileSource
 from streamwatch.sources.kafka import KafkaConnection
@@ -647,3 +648,98 @@ def test_metrics_count_alert_messages_per_receiver(tmp_path: Path) -> None:
         == 2
     )
     assert got[("streamwatch_alert_pending_messages", (("receiver", "hook"),))] == 0
+
+
+# -- the report's intervention ledger ---------------------------------------------------------
+
+
+def sweep_messages(arms: Sequence[tuple[str, str, int, int, tuple[Fault, ...]]]) -> list[Any]:
+    """(key, value) of each event of simulated runs (run id, ``arm`` tag, seed, steps written
+    so far of 200, faults); a run written to its end closes with its end-of-run marker."""
+    out = []
+    for run_id, arm, seed, steps, faults in arms:
+        spec = RunSpec(
+            run_id,
+            steps=200,
+            seed=seed,
+            hosts=1,
+            ranks_per_host=1,
+            faults=faults,
+            finished_marker=True,
+        )
+        for event in simulate_run(spec):
+            if event.step >= steps:
+                break
+            tagged = event.model_copy(update={"tags": {**event.tags, "arm": arm}})
+            value = json.dumps(tagged.to_json_dict(), separators=(",", ":")).encode()
+            out.append((run_id.encode(), value))
+    return out
+
+
+def ledger_rows(page: str) -> dict[str, dict[str, str]]:
+    """The ranked table of the page: per candidate, its cells by column heading."""
+    table = page.split('<table id="sw-ledger">', 1)[1].split("</table>", 1)[0]
+    heads = re.findall(r"<th>(.*?)</th>", table)
+    rows = {}
+    for row in re.findall(r'<tr data-candidate="(.*?)">(.*?)</tr>', table):
+        cells = [re.sub("<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row[1])]
+        rows[row[0]] = dict(zip(heads, cells, strict=True))
+    return rows
+
+
+def test_the_report_opens_with_the_ledger_of_the_runs_consumed_judged_on_their_steps(
+    tmp_path: Path,
+) -> None:
+    """Three baseline seeds whose held-out falls to its floor from step 40 (reward hacking, 4x
+    the typical fall: 0.08 an evaluation) and two candidates still running at step 150: one of
+    healthy seeds (held-out kept: better), one of seeds hacking as the baseline does (not
+    distinguishable). The baseline is chosen by run id, the candidates by their events' tag,
+    as `streamwatch ledger` chooses them."""
+    pytest.importorskip("plotly")
+    hacking = (Fault("reward_hacking", 40, 4.0),)
+    arms = [
+        *((f"base-{s}", "baseline", s, 200, hacking) for s in range(3)),
+        *((f"kl-{s}", "kl", 10 + s, 150, ()) for s in range(2)),
+        *((f"same-{s}", "same", 20 + s, 150, hacking) for s in range(2)),
+    ]
+    broker, clock = new_broker()
+    messages = sweep_messages(arms)
+    publish(broker, messages)
+    report = tmp_path / "live.html"
+    svc = service(
+        broker,
+        clock,
+        report_out=report,
+        ledger_baseline=("base-*",),
+        ledger_candidates=(
+            ("kl=tag:arm=kl", "KL penalty 0.05"),
+            ("same=tag:arm=same", "a new seed of the baseline's setup"),
+        ),
+    )
+    counts = svc.run(max_idle=3.0)
+    assert counts.events == len(messages)
+
+    page = report.read_text()
+    assert 'id="ledger"' in page and "Intervention ledger" in page
+    rows = ledger_rows(page)
+    assert set(rows) == {"kl", "same"}
+    assert rows["kl"]["held-out"] == "better"
+    assert rows["same"]["held-out"] == "."
+    assert rows["same"]["better"] == rows["same"]["worse"] == "0"
+    assert rows["kl"]["rank"] == "1"  # ranked first: more better verdicts
+    for name in rows:  # still running: judged on the steps written so far (1-149)
+        assert rows[name]["status"] == "still running, judged on 150 steps (0-149)"
+    assert "baseline: 3 run(s) (base-0, base-1, base-2), all ended, at step 199" in page
+
+
+def test_a_ledger_waits_for_its_runs_and_needs_the_report() -> None:
+    from streamwatch.report.ledger_live import LedgerView, live_ledger
+
+    view = LedgerView.parse(["base-*"], [("tag:arm=kl", "KL penalty")])
+    assert (
+        live_ledger(view, {}, {}, set(), []).notes[0] == "waiting for the baseline's runs (base-*)"
+    )
+    with pytest.raises(ValueError, match="section of the report"):
+        settings(ledger_baseline=("base-*",), ledger_candidates=(("x", ""),))
+    with pytest.raises(ValueError, match="a baseline selector and at least one candidate"):
+        settings(ledger_candidates=(("x", ""),), report_out=Path("r.html"))

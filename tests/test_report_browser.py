@@ -244,3 +244,32 @@ def test_ledger_page_draws_the_seed_band_every_candidate_and_the_ranked_table(
     assert any(i.kind == "entropy_collapse" for i in collapse.candidate_incidents)
     assert "entropy_collapse" in text  # the candidate's incidents are listed
     assert errors == []
+
+
+def test_live_report_draws_the_ledger_of_the_runs_it_holds(browser: Any, tmp_path: Path) -> None:
+    """The live report's ledger section (runs chosen by tag, judged on the steps they have)
+    above every run's panels, drawn without a console error."""
+    from streamwatch.report.ledger_live import LedgerView
+    from streamwatch.report.live import LiveReport
+
+    view = LedgerView.parse(["tag:arm=base"], [("collapse=tag:arm=collapse", "lr x10")])
+    live = LiveReport(tmp_path / "live.html", ledger=view, refresh_seconds=None)
+    for name, seed, faults in [
+        *((f"base-{s}", s, ()) for s in range(3)),
+        *((f"collapse-{s}", 10 + s, (Fault("entropy_collapse", 80),)) for s in range(2)),
+    ]:
+        spec = RunSpec(name, steps=200, seed=seed, ranks_per_host=1, faults=faults)
+        arm = name.split("-")[0]
+        live.observe_all(
+            e.model_copy(update={"tags": {**e.tags, "arm": arm}}) for e in simulate([spec])
+        )
+    summary = live.write()
+    page, errors = open_page(browser, summary.path)
+    ranked = page.evaluate(
+        "Array.from(document.querySelectorAll('#sw-ledger tbody tr')).map(r => r.dataset.candidate)"
+    )
+    assert ranked == ["collapse"]
+    text = page.evaluate("document.querySelector('#sw-ledger').innerText")
+    assert "still running, judged on 200 steps (0-199)" in text and "WORSE" in text
+    assert len(page.evaluate(FIGURES_JS)) == summary.figures == 5  # every run's panels too
+    assert errors == []

@@ -42,6 +42,7 @@ from streamwatch.live.settings import ServiceSettings
 from streamwatch.live.status import ServiceCounts, StatusLine, Throttle
 from streamwatch.live.vitals import Vitals
 from streamwatch.monitor import Monitor
+from streamwatch.report.ledger_live import LedgerView
 from streamwatch.report.live import LiveReport
 from streamwatch.sinks import ConsoleSink, Sink
 from streamwatch.sources.kafka import decode_message
@@ -61,6 +62,18 @@ ENGINE_ERROR = "engine_error"
 #: Records awaiting acknowledgement beyond which the loop waits for them before going on.
 _MAX_PENDING = 10_000
 _AWAY_WAIT_S = 0.2
+
+
+def _ledger_view(settings: ServiceSettings) -> LedgerView | None:
+    """The report's intervention ledger, when the settings choose a baseline."""
+    if not settings.ledger_baseline:
+        return None
+    return LedgerView.parse(
+        settings.ledger_baseline,
+        settings.ledger_candidates,
+        correction=settings.ledger_correction,
+        max_runs=settings.ledger_max_runs,
+    )
 
 
 class Service:
@@ -109,7 +122,10 @@ class Service:
         self._extra_sinks = list(sinks)
         self._live = (
             LiveReport(
-                settings.report_out, config=self.config, refresh_seconds=settings.report_seconds
+                settings.report_out,
+                config=self.config,
+                refresh_seconds=settings.report_seconds,
+                ledger=_ledger_view(settings),
             )
             if settings.report_out is not None
             else None

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from streamwatch.incidents import Severity
 from streamwatch.kafka_tools import TopicSpec
@@ -32,6 +33,12 @@ class ServiceSettings(BaseModel):
     incidents_out: Path | None = None
     report_out: Path | None = None  # the HTML report of the watched runs, rewritten...
     report_seconds: float = Field(30.0, gt=0)  # ...this often
+    # the report's intervention ledger, chosen as `streamwatch ledger` chooses: a selector is
+    # tag:KEY=VALUE or a glob on the run id; a candidate ([NAME=]SELECTOR, its intervention)
+    ledger_baseline: tuple[str, ...] = ()
+    ledger_candidates: tuple[tuple[str, str], ...] = ()
+    ledger_correction: Literal["holm", "bh"] = "holm"
+    ledger_max_runs: int = Field(64, ge=2, description="runs the ledger judges at most")
     tick_seconds: float = Field(1.0, gt=0)
     status_seconds: float = Field(60.0, gt=0, description="between status lines (rate, lag)")
     commit_interval: float = Field(
@@ -46,6 +53,16 @@ class ServiceSettings(BaseModel):
         None, ge=0, le=65535, description="serve /metrics and /healthz here (0: any free port)"
     )
     metrics_host: str = Field("127.0.0.1", description="the address /metrics listens on")
+
+    @model_validator(mode="after")
+    def _ledger_needs_both_arms_and_a_report(self) -> ServiceSettings:
+        if not self.ledger_baseline and not self.ledger_candidates:
+            return self
+        if not self.ledger_baseline or not self.ledger_candidates:
+            raise ValueError("the ledger needs a baseline selector and at least one candidate")
+        if self.report_out is None:
+            raise ValueError("the ledger is a section of the report: give report_out")
+        return self
 
     def topic_specs(self) -> dict[str, TopicSpec]:
         """The topics the service uses, as it creates those that are missing."""

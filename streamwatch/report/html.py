@@ -363,8 +363,12 @@ def render_report(
     problems: int = 0,
     forecast_to: int | None = None,
     spent: Mapping[str, Mapping[str, Any]] | None = None,
+    sections: Sequence[tuple[str, str, str]] = (),
 ) -> ReportSummary:
     """Write the report of already collected series and incidents (atomically).
+
+    ``sections``: (heading, anchor, HTML fragment) shown before the runs (the live report's
+    ledger).
 
     A run that has not reached ``forecast_to`` (default: the longest run's last step) gets
     the forecast of its final train reward and held-out there (:func:`~.forecast.outlook`).
@@ -400,6 +404,9 @@ def render_report(
     if len(ordered) > 1:
         page.add_heading("Runs")
         page.add_html(_run_index(ordered, tallies, anchors))
+    for heading, anchor, fragment in sections:
+        page.add_heading(heading, anchor)
+        page.add_html(fragment)
     page.add_html(_legend())
     n_panels = points = markers = 0
     horizon = (

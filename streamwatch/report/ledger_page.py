@@ -8,6 +8,7 @@ import html
 import math
 import os
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from .page import JsMode, Page
 from .policy import Verdict
 from .table import format_effect, verdict_text
 
-__all__ = ["CANDIDATE_COLOURS", "write_ledger"]
+__all__ = ["CANDIDATE_COLOURS", "ledger_section", "write_ledger"]
 
 CANDIDATE_COLOURS = (
     "#e8710a",
@@ -174,12 +175,15 @@ def _cls(v: Verdict | None) -> str:
     return v.value
 
 
-def _ranked(ledger: Ledger) -> str:
+def _ranked(ledger: Ledger, status: Mapping[str, str] | None = None, anchor: str = "cand-") -> str:
+    """The ranked table; ``status``: per candidate, a column saying how far it is."""
     e = html.escape
     names = [n for n in SHORT if any(verdict_cell(x, n) for x in ledger.entries)]
     head = "".join(f"<th>{e(SHORT[n])}</th>" for n in names)
+    status_head = "" if status is None else "<th>status</th>"
     rows = []
     for rank, x in enumerate(ledger.entries, 1):
+        now = "" if status is None else f"<td>{e(status.get(x.arm.name, ''))}</td>"
         verdicts = x.verdicts()
         cells = "".join(
             f'<td class="{_cls(verdicts.get(n))}">{e(verdict_cell(x, n))}</td>' for n in names
@@ -191,14 +195,15 @@ def _ranked(ledger: Ledger) -> str:
         )
         rows.append(
             f'<tr data-candidate="{e(x.arm.name)}"><td class="num">{rank}</td>'
-            f'<td><a href="#cand-{rank}">{e(x.arm.name)}</a></td><td>{e(x.arm.description)}</td>'
-            f"<td>{e(steps_text(ledger, x))}</td>"
+            f'<td><a href="#{anchor}{rank}">{e(x.arm.name)}</a></td>'
+            f"<td>{e(x.arm.description)}</td><td>{e(steps_text(ledger, x))}</td>{now}"
             f'<td class="num better">{x.better}</td><td class="num worse">{x.worse}</td>'
             f'{cells}<td class="muted">{outcome}</td></tr>'
         )
     return (
         '<table id="sw-ledger"><thead><tr><th>rank</th><th>candidate</th><th>intervention</th>'
-        f"<th>steps</th><th>better</th><th>worse</th>{head}<th>outcome</th></tr></thead>"
+        f"<th>steps</th>{status_head}<th>better</th><th>worse</th>{head}<th>outcome</th>"
+        "</tr></thead>"
         "<tbody>" + "".join(rows) + "</tbody></table>"
     )
 
@@ -253,6 +258,29 @@ def _incidents(incidents: tuple[Incident, ...]) -> str:
         + "</tbody></table>"
         + tail
     )
+
+
+def ledger_section(ledger: Ledger, status: Mapping[str, str], anchor: str = "ledger-") -> str:
+    """The ledger as one fragment of another page (the live report's): the ranked table with
+    each candidate's ``status``, the basis, and per candidate its indicators and outcome (no
+    curves: the page draws every run's)."""
+    e = html.escape
+    parts = []
+    if ledger.single_baseline:
+        parts.append(f'<p class="worse" id="sw-single-baseline">{e(SINGLE_BASELINE)}</p>')
+    parts.append(_ranked(ledger, status, anchor))
+    if ledger.entries:
+        parts.append(f'<p class="muted">Basis: {e(ledger.entries[0].comparison.basis)}</p>')
+    for rank, x in enumerate(ledger.entries, 1):
+        head = f"{rank}. {x.arm.name}" + (f": {x.arm.description}" if x.arm.description else "")
+        lines = [f'<b id="{anchor}{rank}">{e(head)}</b>']
+        lines.append(f"runs: {e(', '.join(x.runs))}; {e(status.get(x.arm.name, ''))}")
+        for n in ("train_reward", "heldout_reward"):
+            if n in x.outcome:
+                lines.append(e(f"{SHORT[n]}: {outcome_text(ledger, x, n)}"))
+        parts.append("<p>" + "<br>".join(lines) + "</p>")
+        parts.append(_detail(ledger, x))
+    return "".join(parts)
 
 
 def write_ledger(

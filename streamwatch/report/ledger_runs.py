@@ -2,7 +2,8 @@
 and sorted into the baseline and the candidates by selectors.
 
 A selector is ``tag:KEY=VALUE`` (a run any of whose events carries the tag; VALUE may be a
-glob) or a glob matched against a run's file path, its file name and its run id. A candidate
+glob) or a glob matched against a run's file path, its file name and its run id (a run the
+live service consumes has no file: its run id). A candidate
 is written ``[NAME=]SELECTOR``; without a name it is called after its run when it has one,
 else after the selector.
 
@@ -54,10 +55,11 @@ def parse_arm(text: str, description: str) -> Arm:
 
 @dataclass
 class RecordedRun:
-    """One run of one file: its series, the tags its events carried and its incidents."""
+    """One run of one file (``path``; None for a run the live service consumes): its series,
+    the tags its events carried and its incidents."""
 
     key: str
-    path: Path
+    path: Path | None
     data: RunData
     tags: dict[str, str] = field(default_factory=dict)
     incidents: list[Incident] = field(default_factory=list)
@@ -121,6 +123,8 @@ def matches(selector: str, run: RecordedRun) -> bool:
         key, _, value = selector[4:].partition("=")
         have = run.tags.get(key)
         return have is not None and fnmatch.fnmatchcase(have, value or "*")
+    if run.path is None:
+        return any(fnmatch.fnmatchcase(n, selector) for n in (run.key, run.data.run_id))
     names = (str(run.path), run.path.name, run.key, run.data.run_id)
     return any(fnmatch.fnmatchcase(n, selector) for n in names) or (
         Path(selector).exists() and Path(selector).resolve() == run.path.resolve()
@@ -146,8 +150,9 @@ def assign(
         name = arm.name or (chosen[0].key if len(chosen) == 1 else arm.selector)
         for r in chosen:
             if r.key in owner:
+                where = "" if r.path is None else f" ({r.path})"
                 raise ValueError(
-                    f"run {r.key} ({r.path}) is chosen by both {owner[r.key]} and candidate "
+                    f"run {r.key}{where} is chosen by both {owner[r.key]} and candidate "
                     f"{name!r}: give each run to one arm"
                 )
             owner[r.key] = f"candidate {name!r}"

@@ -7,6 +7,11 @@ points (older history is compacted with the same spike-keeping M4 downsampling a
 report), at most ``max_runs`` runs (the one idle longest is dropped) and the newest
 ``max_incidents`` incident updates. The page reloads itself every ``refresh_seconds``.
 
+With a ``ledger`` (:class:`~.ledger_live.LedgerView`) the page opens with the intervention
+ledger of the runs held: the baseline and candidates chosen by tag or run id, each judged on
+the steps it has so far. Only the runs' tags (at most 64 a run) and end-of-run markers are
+kept for it per event; the ledger itself is computed when the page is written.
+
 >>> import tempfile, pathlib
 >>> from streamwatch.events import Event
 >>> live = LiveReport(pathlib.Path(tempfile.mkdtemp()) / "live.html", max_points=100)
@@ -21,23 +26,27 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
+from html import escape
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from streamwatch.config import Config
-from streamwatch.events import Event
+from streamwatch.events import Event, is_finished
 from streamwatch.incidents import Incident
 
 from .data import MetricFilter, RunData, Series, choose_primaries, make_ranker
 from .downsample import m4_indices
 from .html import ReportSummary, render_report
+from .ledger_live import LedgerView, LiveLedger, live_ledger
+from .ledger_page import ledger_section
 from .page import JsMode
 
 __all__ = ["LiveReport"]
 
 _OPEN_STEPS = 3  # steps kept open for late ranks before their mean is final
+_MAX_TAGS = 64  # tags kept per run, for the ledger's selectors
 
 
 class _Buffer:
@@ -107,6 +116,7 @@ class LiveReport:
         refresh_seconds: float | None = 30.0,
         title: str = "streamwatch live report",
         js: JsMode = "gzip",
+        ledger: LedgerView | None = None,
     ) -> None:
         if max_points < 4 or max_runs < 1 or max_incidents < 1:
             raise ValueError("max_points must be >= 4, max_runs and max_incidents >= 1")
@@ -125,6 +135,9 @@ class LiveReport:
         self._clock = 0
         self._incidents: deque[Incident] = deque(maxlen=max_incidents)
         self._keep: dict[str, set[int]] = {}
+        self.ledger = ledger
+        self._tags: dict[str, dict[str, str]] = {}
+        self._finished: set[str] = set()
         self._lock = threading.Lock()
 
     def observe(self, event: Event) -> None:
@@ -142,6 +155,18 @@ class LiveReport:
                 if buf is None:
                     buf = run[metric] = _Buffer(indicator)
                 buf.add(event.step, value, who, self.max_points, keep)
+            if self.ledger is not None and event.tags:
+                self._tag(event)
+
+    def _tag(self, event: Event) -> None:
+        if is_finished(event):
+            self._finished.add(event.run_id)
+            return
+        seen = self._tags.setdefault(event.run_id, {})
+        if len(seen) < _MAX_TAGS:
+            for k, v in event.tags.items():
+                if k not in seen and len(seen) < _MAX_TAGS:
+                    seen[k] = v
 
     def observe_all(self, events: Iterable[Event]) -> None:
         for event in events:
@@ -162,6 +187,8 @@ class LiveReport:
                 idle = min(self._touched, key=self._touched.__getitem__)
                 del self._runs[idle], self._touched[idle]
                 self._keep.pop(idle, None)
+                self._tags.pop(idle, None)
+                self._finished.discard(idle)
             run = self._runs[run_id] = {}
         self._touched[run_id] = self._clock
         return run
@@ -180,10 +207,25 @@ class LiveReport:
         with self._lock:
             return [i for i in self._incidents if i.run_id in self._runs]
 
+    def judge(
+        self, runs: Mapping[str, RunData] | None = None, incidents: Sequence[Incident] = ()
+    ) -> LiveLedger | None:
+        """The ledger of the runs held now (None without a ``ledger`` view)."""
+        if self.ledger is None:
+            return None
+        if runs is None:
+            runs, incidents = self.snapshot(), self.incidents()
+        with self._lock:
+            tags = {r: dict(t) for r, t in self._tags.items()}
+            finished = set(self._finished)
+        return live_ledger(self.ledger, runs, tags, finished, incidents)
+
     def write(self, spent: Mapping[str, Mapping[str, Any]] | None = None) -> ReportSummary:
         """Write the report now (atomically: readers never see a half-written file);
         ``spent``: per run, the compute after its first critical incident (the engine's)."""
         runs, incidents = self.snapshot(), self.incidents()
+        judged = self.judge(runs, incidents)
+        sections = [] if judged is None else [("Intervention ledger", "ledger", _section(judged))]
         return render_report(
             runs,
             incidents,
@@ -194,4 +236,22 @@ class LiveReport:
             title=self.title,
             refresh_seconds=self.refresh_seconds,
             spent=spent,
+            sections=sections,
         )
+
+
+def _section(judged: LiveLedger) -> str:
+    """The ledger's part of the page: what it waits for, or the ledger with each candidate's
+    status."""
+    parts = []
+    if judged.baseline:
+        parts.append(f'<p id="sw-ledger-baseline">{escape(judged.baseline)}</p>')
+    parts.extend(f'<p class="muted sw-ledger-note">{escape(n)}</p>' for n in judged.notes)
+    if judged.ledger is not None:
+        parts.append(ledger_section(judged.ledger, judged.status))
+    parts.append(
+        '<p class="muted">Judged on the series this page holds: each run on the steps it has '
+        "so far (a series longer than twice the page's points is thinned, keeping its spikes, "
+        "and judged on the points kept).</p>"
+    )
+    return "".join(parts)
