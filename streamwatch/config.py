@@ -126,13 +126,15 @@ class RewardSettings(_Section):
 class LengthSettings(_Section):
     warmup: int = Field(5, ge=2)
     smoothing: float = Field(0.3, gt=0, le=1)
-    growth_window: int = Field(10, ge=2, description="steps over which growth is measured")
+    growth_window: int = Field(
+        10, ge=2, description="logged values over which fast growth is measured"
+    )
     explosion_growth: float = Field(
         1.5, gt=1, description="warning if it grew this much in the window"
     )
     explosion_ratio: float = Field(2.0, gt=1, description="critical above ref x this while growing")
     explosion_long_window: int = Field(
-        30, ge=2, description="a slower explosion: steps over which length..."
+        30, ge=2, description="a slower explosion: training steps over which length..."
     )
     explosion_long_growth: float = Field(2.0, gt=1, description="...grew this much (warning)")
     collapse_ratio: float = Field(0.5, gt=0, lt=1, description="warning below the peak x this")

@@ -448,29 +448,10 @@ def _healthy_real_runs() -> dict[str, Path]:
     return {**listed, **unlisted}
 
 
-#: Healthy runs on which the engine raises a critical incident that its check keeps seeing:
-#: defects of those checks, which the stop rule inherits. Strict: when a check is fixed, the
-#: mark must go.
-ENGINE_FALSE_CRITICALS = {
-    "unsloth-grpo-humaneval-qwen3-4b": "length_explosion at step 265 (170 -> 513 tokens on a "
-    "run that gained 2.5 points on HumanEval)",
-}
 HEALTHY = _healthy_real_runs()
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(
-            p,
-            marks=pytest.mark.xfail(strict=True, reason=ENGINE_FALSE_CRITICALS[run])
-            if run in ENGINE_FALSE_CRITICALS
-            else (),
-            id=run,
-        )
-        for run, p in HEALTHY.items()
-    ],
-)
+@pytest.mark.parametrize("path", [pytest.param(p, id=run) for run, p in HEALTHY.items()])
 def test_the_default_stop_rule_requests_no_stop_on_a_healthy_real_run(path: Path) -> None:
     act = actor([ActionRule(do="stop", dry_run=False)])
     events = list(read_events([path]))
@@ -481,7 +462,6 @@ def test_the_default_stop_rule_requests_no_stop_on_a_healthy_real_run(path: Path
 
 def test_every_healthy_run_of_the_corpus_is_checked() -> None:
     assert len(HEALTHY) >= 10
-    assert set(ENGINE_FALSE_CRITICALS) <= set(HEALTHY)
 
 
 def test_a_failure_its_check_no_longer_sees_is_not_confirmed_though_still_open() -> None:

@@ -1,19 +1,25 @@
-"""The length-explosion check on hand-made curves: fast and slow explosions, healthy drift."""
+"""The length-explosion check on hand-made curves (fast and slow explosions, healthy drift)
+and on a real run's rows."""
 
 from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 from streamwatch.checks import LengthCheck
 from streamwatch.config import LengthSettings
 from streamwatch.incidents import Finding, Kind
+from streamwatch.sources.files import read_events
+
+REAL = Path(__file__).parent / "data" / "real" / "runs"
 
 
-def explosions(lengths: list[float]) -> list[Finding]:
+def explosions(lengths: list[float], steps: list[int] | None = None) -> list[Finding]:
+    """The explosions found in ``lengths``, logged at ``steps`` (0, 1, 2, ... by default)."""
     check = LengthCheck("response_length", "response_length/mean", LengthSettings())
     found: list[Finding] = []
-    for step, x in enumerate(lengths):
+    for step, x in zip(steps or range(len(lengths)), lengths, strict=True):
         found += [f for f in check.update(step, x) if f.kind is Kind.LENGTH_EXPLOSION]
     return found
 
@@ -38,3 +44,18 @@ def test_healthy_growth_is_not_an_explosion() -> None:
     for seed in range(5):
         levels = [400.0 * 2 ** (t / 1000) for t in range(1000)]
         assert explosions(noisy(levels, seed)) == []
+
+
+def test_the_slow_rule_counts_training_steps_not_logged_values() -> None:
+    """A verl on-policy distillation run of the corpus (tests/data/real/runs.toml,
+    verl-opd-aime-qwen2-3b-do7bl4gg, its console log holding 9 steps of 10): its mean length
+    doubles within 30 steps (2.01x by step 53). The same values logged 5 times as far apart
+    double over 150 steps, the pace of reasoning RL's lengthening: no slow explosion."""
+    path = REAL / "verl-opd-aime-qwen2-3b-do7bl4gg" / "output.log"
+    events = [e for e in read_events([path]) if "response_length/mean" in e.metrics]
+    lengths = [e.metrics["response_length/mean"] for e in events]
+    steps = [e.step for e in events]
+    found = explosions(lengths, steps)
+    assert (found[0].step, found[0].rule) == (53, "slow")
+    assert "2.01x in 30 steps" in found[0].message
+    assert explosions(lengths, [5 * s for s in steps]) == []

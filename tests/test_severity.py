@@ -242,16 +242,21 @@ def test_two_kl_logs_beyond_the_ceiling_beside_a_reward_that_does_not_fall_are_i
     assert spikes and all(i.severity is Severity.INFO for i in spikes)
 
 
-def test_length_growth_with_a_few_truncated_completions_and_a_rising_reward_is_info() -> None:
-    """The same run: the mean length 170 -> 426 tokens by step 210 (2.15x in 30 steps) while
-    the clip ratio rises from 0 to 0.075-0.125 (3-5 of a log's 40 completions) and the
-    reward rises: info (a warning before, 'running into the cap'). The length reaches 2.9x
-    its start at step 265 with the reward falling over its last 20 logs: still critical."""
-    rows = {r["step"]: r for r in history(HUMANEVAL) if "completions/clipped_ratio" in r}
-    assert max(rows[s]["completions/clipped_ratio"] for s in range(175, 215, 5)) == 0.125
-    found = [i for i in fired(HUMANEVAL) if i.kind == "length_explosion"]
-    assert [(i.step, i.severity) for i in found if i.step <= 210] == [(170, Severity.INFO)]
-    assert (265, Severity.CRITICAL) in [(i.step, i.severity) for i in found]
+def test_a_length_tripling_over_hundreds_of_steps_with_few_cut_is_no_explosion() -> None:
+    """The same run, logged every 5 steps: the mean length 189 tokens over steps 5-100, 516
+    over 240-335 (2.17x in 140 steps at step 265), with 2-7 of a log's 40 completions cut
+    (a clip ratio of at most 0.175) and the reward wandering 0.85-1.06 in 20-log means
+    around the same level from start to end; the run gained 2.5 points on HumanEval. Growth
+    over hundreds of steps under the cap is reasoning RL's course: no explosion (a critical
+    at step 265 before, whose 30 logged values spanned 150 steps)."""
+    rows = [r for r in history(HUMANEVAL) if "completions/clipped_ratio" in r]
+    length = {r["step"]: r["completions/mean_length"] for r in rows}
+    assert round(sum(length[s] for s in range(240, 340, 5)) / 20) == 516
+    assert max(r["completions/clipped_ratio"] for r in rows if r["step"] <= 335) == 0.175
+    first = [r["reward"] for r in rows[:20]]
+    last = [r["reward"] for r in rows[-100:]]
+    assert abs(sum(first) / 20 - sum(last) / 100) < 0.01  # the same level after 1,134 steps
+    assert [i for i in fired(HUMANEVAL) if i.kind == "length_explosion"] == []
 
 
 # -- entropy falling while the run learns is sharpening --------------------------------------

@@ -1,12 +1,15 @@
 """Response length: explosion, collapse, and truncation saturation.
 
 Healthy length drifts slowly (it may grow 2x over thousands of steps). An explosion grows
-fast: the check measures growth of the smoothed length over a window (or half that growth
-with half the trend evidence below); a slower one is a
-length that doubled within ``explosion_long_window`` steps (healthy simulated runs grow at
-most 1.24x in 30 steps, the real runs 1.06x), or, from its first steps, a climb of the log
-smoothed length away from the run's own trend (:class:`~streamwatch.detectors.TrendBreak`:
-the healthy drift is extrapolated, a new climb adds up step after step). A collapse falls far
+fast: the check measures growth of the smoothed length over a window of logged values (or
+half that growth with half the trend evidence below); a slower one is a length that doubled
+within ``explosion_long_window`` training steps (healthy simulated runs grow at most 1.24x in
+30 steps, the real runs 1.06x). Steps, not logged values: a run that logs every 5 steps and
+doubles its length over 140 steps (a HumanEval run of the corpus, 170 -> 490 tokens with 5%
+of its completions cut, which ended 2.5 points above its SFT start) lengthens as reasoning RL
+does, 2-4x over hundreds of steps. Or, from its first steps, a climb of the log smoothed
+length away from the run's own trend (:class:`~streamwatch.detectors.TrendBreak`: the
+healthy drift is extrapolated, a new climb adds up step after step). A collapse falls far
 below the run's peak, or below the run's own trend in the same way. Truncation saturation is
 the clip ratio heading to 1: every completion hits the max length and the run learns
 nothing; a clip ratio that climbs away from its own trend is the same failure building up.
@@ -39,7 +42,9 @@ class LengthCheck:
         self.ref = math.nan
         self._smooth = Ewma(settings.smoothing)
         self._recent: deque[float] = deque(maxlen=settings.growth_window + 1)
-        self._long: deque[float] = deque(maxlen=settings.explosion_long_window + 1)
+        # (step, smoothed length) of the last explosion_long_window steps: steps, not logged
+        # values (a run that logs every 5 steps covers 150 steps in 30 values)
+        self._long: deque[tuple[int, float]] = deque()
         self._rising = trend_break("up", settings.explosion_trend)
         self._falling = trend_break("down", settings.collapse_trend)
         self.peak = -math.inf
@@ -58,7 +63,10 @@ class LengthCheck:
                 self.ref = median(self._warm)
             return []
         self._recent.append(smooth)
-        self._long.append(smooth)
+        long = self._long
+        long.append((step, smooth))
+        while step - long[0][0] > self.s.explosion_long_window:
+            long.popleft()
         self.peak = max(self.peak, smooth)
         found = []
         explosion = self._judge_explosion(step, x, smooth, rising)
@@ -81,9 +89,9 @@ class LengthCheck:
             why = f"is climbing steadily ({growth:.2f}x in {len(self._recent) - 1} steps)"
         elif rising:
             rule, why = "trend", f"is climbing away from its own trend ({growth:.2f}x in a window)"
-        elif smooth >= self.s.explosion_long_growth * (low := min(self._long)):
+        elif smooth >= self.s.explosion_long_growth * (low := min(v for _, v in self._long)):
             rule = "slow"  # within explosion_long_window steps
-            since = len(self._long) - 1 - self._long.index(low)
+            since = step - next(at for at, v in self._long if v == low)
             growth = smooth / low
             why = f"grew {growth:.2f}x in {since} steps"
         else:
