@@ -26,10 +26,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from msgspec import Meta, Struct, structs
+from pydantic import ValidationError
 
+from streamwatch._event_model import MAX_STEP, RUN_ID_RULES, STEP_RULES
+from streamwatch._event_model import Event as EventModel
 from streamwatch.markers import FINISHED_METRIC, FINISHED_TAG, FINISHED_VALUE
 
 __all__ = [
@@ -46,8 +49,6 @@ __all__ = [
     "source_key",
 ]
 
-#: Steps beyond this are rejected as corrupt (2**53: the largest exactly representable float).
-MAX_STEP = 2**53
 _MAX_TEXT = 200
 _NONFINITE_WORDS = {
     "nan": math.nan,
@@ -62,26 +63,37 @@ _NONFINITE_WORDS = {
 }
 
 
-class Source(BaseModel):
+class Source(Struct, frozen=True, kw_only=True):
     """Which process sent an event."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
 
     host: str | None = None
     rank: int | None = None
 
 
-class Event(BaseModel):
-    """One process, one step, many metrics. Values may be non-finite."""
+class Event(Struct, frozen=True, kw_only=True):
+    """One process, one step, many metrics. Values may be non-finite.
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    A plain typed value (a msgspec struct): the engine reads its attributes, the wire
+    decoder builds it straight from a message's bytes, checking the annotated bounds (the
+    contract's, from :mod:`streamwatch._event_model`, which the validating path's pydantic
+    model reads too); :func:`decode_event` builds it once pydantic has read the input.
+    Constructing one directly checks nothing: callers pass values of the annotated types.
+    """
 
-    run_id: str = Field(min_length=1, max_length=512)
-    step: int = Field(ge=0, le=MAX_STEP)
+    run_id: Annotated[str, Meta(**RUN_ID_RULES)]
+    step: Annotated[int, Meta(**STEP_RULES)]
     ts: float | None = None
-    metrics: dict[str, float]
+    metrics: Annotated[dict[str, float], Meta(min_length=1)]
     source: Source | None = None
-    tags: dict[str, str] = Field(default_factory=dict)
+    tags: dict[str, str] = {}
+
+    def model_copy(self, *, update: dict[str, Any]) -> Event:
+        """This event with some fields changed (the spelling scripts know from pydantic).
+
+        >>> Event(run_id="r", step=1, metrics={"x": 1.0}).model_copy(update={"step": 2}).step
+        2
+        """
+        return structs.replace(self, **update)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The contract's JSON object (non-finite values stay floats; ``json`` writes NaN)."""
@@ -89,48 +101,26 @@ class Event(BaseModel):
         if self.ts is not None:
             out["ts"] = self.ts
         out["metrics"] = dict(self.metrics)
-        if self.source is not None:
-            out["source"] = self.source.model_dump(exclude_none=True)
+        source = self.source
+        if source is not None:
+            out["source"] = {
+                k: v for k, v in (("host", source.host), ("rank", source.rank)) if v is not None
+            }
         if self.tags:
             out["tags"] = dict(self.tags)
         return out
 
 
-_new = object.__new__
-_set_dict = object.__setattr__
-# pydantic's instance layout (slots of BaseModel), set as its own model_construct does
-_set_given = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-
-
-def checked_event(fields: dict[str, Any], given: set[str]) -> Event:
-    """An :class:`Event` from fields already checked against every rule of the contract
-    (as :mod:`streamwatch.sources.wire` does in one pass over the bytes): the instance
-    pydantic's validation would build, without validating again. ``fields`` holds every
-    field in the model's order; ``given`` names those the input had (``model_fields_set``).
-
-    >>> checked_event({"run_id": "r", "step": 1, "ts": None, "metrics": {"x": 1.0},
-    ...                "source": None, "tags": {}}, {"run_id", "step", "metrics"}) == Event(
-    ...     run_id="r", step=1, metrics={"x": 1.0})
-    True
-    """
-    event = _new(Event)
-    _set_dict(event, "__dict__", fields)
-    _set_given(event, given)
-    _set_extra(event, None)
-    _set_private(event, None)
-    return event
-
-
-def checked_source(fields: dict[str, Any], given: set[str]) -> Source:
-    """A :class:`Source` from checked fields (``host``, ``rank``), as :func:`checked_event`."""
-    source = _new(Source)
-    _set_dict(source, "__dict__", fields)
-    _set_given(source, given)
-    _set_extra(source, None)
-    _set_private(source, None)
-    return source
+def _from_model(model: EventModel) -> Event:
+    source = model.source
+    return Event(
+        run_id=model.run_id,
+        step=model.step,
+        ts=model.ts,
+        metrics=model.metrics,
+        source=None if source is None else Source(host=source.host, rank=source.rank),
+        tags=model.tags,
+    )
 
 
 def finished_event(run_id: str, step: int, ts: float | None, source: Source | None) -> Event:
@@ -293,26 +283,33 @@ def decode_event(
         return None, problems
     data["metrics"] = metrics
     try:
-        event = Event.model_validate(data)
+        model = EventModel.model_validate(data)
     except ValidationError as exc:
         problems = [Problem(origin, _explain(exc, data), rid, step)]
         return None, problems
-    return event, problems
+    return _from_model(model), problems
+
+
+def plain_event(event: Event) -> Event | None:
+    """The event itself when the one rule its type's bounds cannot say holds (no metric with
+    an empty name); else None. Both readers of the common case (:func:`_decode_plain` here,
+    the wire decoder) end with this."""
+    return None if "" in event.metrics else event
 
 
 def _decode_plain(obj: dict[str, Any]) -> Event | None:
-    """The common case, fast: a well-formed event whose values are all plain numbers
-    (pydantic's strict mode: no strings for numbers, no booleans), a finite or absent
-    ``ts``, no metric with an empty name. None: take the careful path, which reads the rest
-    and explains what it cannot."""
+    """The common case: a well-formed event whose values are all plain numbers (pydantic's
+    strict mode: no strings for numbers, no booleans), a finite or absent ``ts``, no metric
+    with an empty name. None: take the careful path, which reads the rest and explains what
+    it cannot. (The wire decoder reads the same cases from bytes, with msgspec.)"""
     try:
-        event = Event.model_validate(obj, strict=True)
+        model = EventModel.model_validate(obj, strict=True)
     except ValidationError:
         return None
-    metrics, ts = event.metrics, event.ts
-    if not metrics or "" in metrics or (ts is not None and ts - ts != 0.0):
+    metrics, ts = model.metrics, model.ts
+    if not metrics or (ts is not None and ts - ts != 0.0):
         return None
-    return event
+    return plain_event(_from_model(model))
 
 
 def _explain(exc: ValidationError, data: dict[str, Any]) -> str:
