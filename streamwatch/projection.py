@@ -17,6 +17,20 @@ them) and, when such an incident is raised or updated (never per value), fits th
    fit's centre, itself moved by its own 95% margin; the steeper slope nearer the level
    gives the earliest crossing, the gentler one the latest.
 
+Held-out evaluations (the ``evaluations`` scale: their level) are fitted otherwise. They
+come every N steps, and a fall is found 3-5 evaluations into it, too few for Sen's interval
+(its normal approximation of Kendall's statistic needs more points); and their course is a
+rise (learning), a plateau, then the fall, so the one bend of the window is mostly where
+learning slowed, not where the fall began. The fall begins at the held-out's best (Gao et
+al.: the true reward peaks, then falls): the fit starts where the part from the window's
+highest evaluation on bent (a plateau after the peak is left out), with at least
+``min_points`` evaluations. Through them, a least-squares line (an evaluation is a mean over
+a fixed set of prompts: its noise is sampling noise, with none of the single-step outliers
+Theil-Sen guards against) and the 95% interval of the step at which the line crosses the
+level: Fieller's, with Student's t on n - 2 degrees of freedom (4.3 standard errors at 4
+evaluations, 3.2 at 5), finite only when the slope itself is significant (t^2 s^2 / (b^2
+Sxx) < 1): a fall not established from so few points gets no projection.
+
 A projection is shown only when the fit is good: its slope's interval points towards the
 level as a whole (the trend is real), the series has not crossed yet, the interval begins
 after the current step and is no wider than the time left, and the crossing is no further
@@ -78,6 +92,7 @@ SCALES: dict[str, tuple[Callable[[Array], Array], Callable[[Array], Array]]] = {
     "level": (_level, _level),
     "log": (_log, np.exp),
     "probit": (_probit, _normal_cdf),
+    "evaluations": (_level, _level),  # the level, fitted as held-out evaluations (module doc)
 }
 
 
@@ -116,6 +131,82 @@ def _theil_sen(x: Array, y: Array, z: float) -> tuple[float, float, float, float
     return b, a, float(slopes[lo]), float(slopes[hi])
 
 
+def t_quantile(confidence: float, df: int) -> float:
+    """Student's t such that P(|T| < t) = ``confidence`` on ``df`` degrees of freedom (the
+    closed-form distribution of an integer df, inverted by bisection).
+
+    >>> [round(t_quantile(0.95, df), 3) for df in (1, 2, 3, 4, 30)]
+    [12.706, 4.303, 3.182, 2.776, 2.042]
+    """
+    if df < 1 or not 0.0 < confidence < 1.0:
+        raise ValueError(f"need df >= 1 and confidence in (0, 1), got {df} and {confidence}")
+
+    def inside(t: float) -> float:  # P(|T| < t)
+        theta = math.atan(t / math.sqrt(df))
+        c2 = math.cos(theta) ** 2
+        term = total = 1.0
+        if df % 2 == 0:
+            for k in range(1, df // 2):
+                term *= c2 * (2 * k - 1) / (2 * k)
+                total += term
+            return math.sin(theta) * total
+        if df == 1:
+            return 2.0 * theta / math.pi
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            total += term
+        return 2.0 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+
+    lo, hi = 0.0, 1.0
+    while inside(hi) < confidence:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if inside(mid) < confidence else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _least_squares(xs: Array, tys: Array, target: float, confidence: float) -> dict[str, Any]:
+    """A least-squares line through a few values and Fieller's interval of the step at which
+    it reaches ``target`` (module doc); ``real``: the slope is significant and heads there."""
+    n = len(xs)
+    xm, ym = float(xs.mean()), float(tys.mean())
+    sxx = float(((xs - xm) ** 2).sum())
+    b = float(((xs - xm) * (tys - ym)).sum()) / sxx if sxx > 0 else 0.0
+    resid = tys - (ym + b * (xs - xm))
+    s2 = float((resid**2).sum()) / (n - 2)
+    t = t_quantile(confidence, n - 2)
+    toward = 1.0 if target > ym else -1.0
+    g = t * t * s2 / (b * b * sxx) if b != 0 else math.inf
+    out: dict[str, Any] = {"scale": "evaluations", "check": math.inf, "from": float(xs[0])}
+    out.update(span=float(xs[-1] - xs[0]), points=n, real=b * toward > 0 and g < 1.0)
+    out["fit"] = "least-squares"
+    if out["real"]:
+        d = (target - ym) / b  # the crossing, from the centre of the steps
+        half = t * math.sqrt(s2) / (abs(b) * (1 - g)) * math.sqrt((1 - g) / n + d * d / sxx)
+        centre = xm + d / (1 - g)
+        # a crossing is seen at the first evaluation after it: on the evaluations' grid
+        last, every = float(xs[-1]), float(np.median(np.diff(xs)))
+
+        def seen(step: float) -> float:
+            return last + math.ceil((step - last) / every) * every
+
+        out.update(step=seen(xm + d), low=seen(centre - half), high=seen(centre + half))
+    return out
+
+
+def _evaluations(
+    x: Array, y: Array, level: float, rising: bool, min_points: int, z: float
+) -> dict[str, Any] | None:
+    """Held-out evaluations: the part from the best one on, from where it bent (module doc)."""
+    best = int(np.argmin(y) if rising else np.argmax(y))
+    x, y = x[best:], y[best:]
+    if len(x) < min_points:
+        return None
+    k = _bend(x, y, min_points)
+    return _least_squares(x[k:], y[k:], level, 2.0 * _NORMAL.cdf(z) - 1.0)
+
+
 def _fit(
     x: Array, y: Array, level: float, scale: str, min_points: int, z: float
 ) -> dict[str, Any] | None:
@@ -125,8 +216,8 @@ def _fit(
     xs, ys, tys = x[k:], y[k:], ty[k:]
     if len(xs) < min_points:
         return None
-    b, a, b_lo, b_hi = _theil_sen(xs, tys, z)
     target = float(to(np.array([level]))[0])
+    b, a, b_lo, b_hi = _theil_sen(xs, tys, z)
     x0 = float(np.median(xs))
     y0 = a + b * x0
     resid = tys - (a + b * xs)
@@ -147,6 +238,7 @@ def _fit(
         b2, a2, _, _ = _theil_sen(xs[:-held], tys[:-held], z)
         check = float(np.median(np.abs(ys[-held:] - back(a2 + b2 * xs[-held:]))))
     out: dict[str, Any] = {"scale": scale, "check": check, "real": real, "from": float(xs[0])}
+    out["fit"] = "theil-sen"
     out["span"] = float(xs[-1] - xs[0])
     out["points"] = len(xs)
     if real:
@@ -182,7 +274,16 @@ def project(
     if "probit" in scales and not 0.0 < level < 1.0:
         return None
     z = _NORMAL.inv_cdf(0.5 + confidence / 2)
-    fits = [f for s in scales if (f := _fit(x, y, level, s, min_points, z)) is not None]
+    fits = [
+        f
+        for s in scales
+        if (
+            f := _evaluations(x, y, level, rising, min_points, z)
+            if s == "evaluations"
+            else _fit(x, y, level, s, min_points, z)
+        )
+        is not None
+    ]
     if not fits:
         return None
     best = min(fits, key=lambda f: f["check"])
@@ -205,7 +306,7 @@ def project(
         "low": math.floor(low),
         "high": math.ceil(high),
         "made_at": now,
-        "fit": f"theil-sen {best['scale']}",
+        "fit": f"{best['fit']} {best['scale']}",
         "from_step": round(best["from"]),
         "points": best["points"],
         "confidence": confidence,
@@ -259,5 +360,5 @@ def target(
         return Target(level, True, ("probit",))
     if kind == "reward_hacking" and isinstance(ref := ev.get("heldout_reference"), float):
         # critical when the held-out's fall passes 6x the smallest fall that counts
-        return Target(ref - 6 * cfg.hacking.drop, False, ("level",))
+        return Target(ref - 6 * cfg.hacking.drop, False, ("evaluations",))
     return None

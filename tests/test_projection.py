@@ -26,6 +26,32 @@ def test_projected_crossings_are_within_20_percent_of_the_actual_step(kind: str)
     assert score.share("step") >= 0.8, [(j.seed, j.step, j.actual) for j in score.judged]
 
 
+def test_a_held_out_fall_is_projected_from_its_few_evaluations_on_their_grid() -> None:
+    """Evaluations every 10 steps, flat at 0.70, then falling 0.02 an evaluation (+-0.004)
+    for 5 of them: the line reaches 0.52 at step 290, and the interval (Student's t on 3
+    degrees of freedom, the crossing seen at an evaluation) holds it; a fall whose noise is
+    as large as its pace is not established, and gets none."""
+    steps = [float(s) for s in range(0, 250, 10)]
+    falling = [0.70] * 20 + [0.70 - 0.02 * i + 0.004 * (-1) ** i for i in range(1, 6)]
+    p = project(steps, falling, 0.52, rising=False, scales=("evaluations",), now=240, min_points=4)
+    assert p is not None and p["fit"] == "least-squares evaluations" and p["points"] == 5
+    assert p["low"] <= 290 <= p["high"] and p["low"] > 240
+    assert all(p[k] % 10 == 0 for k in ("step", "low", "high"))
+    unsure = [0.70] * 20 + [0.69, 0.66, 0.685, 0.65, 0.672]
+    none = project(
+        steps, unsure, 0.52, rising=False, scales=("evaluations",), now=240, min_points=4
+    )
+    assert none is None
+
+
+def test_held_out_projections_of_falls_at_a_steady_pace_are_within_20_percent() -> None:
+    """Simulated reward hacking, fast form (the held-out falls 0.02 x strength an evaluation
+    from the onset on): shown for some, each within 20% of the step the held-out crossed."""
+    score = score_projection("reward_hacking", SEEDS, gradual=False)
+    assert score.raised == len(SEEDS) and score.judged
+    assert score.share("step") >= 0.8, [(j.seed, j.step, j.actual) for j in score.judged]
+
+
 def test_a_projection_is_said_plainly_and_resolved_updates_carry_none() -> None:
     incidents = replay_spec(random_fault_spec("truncation_saturation", 0, gradual=True))
     ours = [i for i in incidents if i.kind == "truncation_saturation"]
