@@ -228,6 +228,13 @@ def add_commands(subparsers: Any) -> None:
         default="holm",
         help="the ledger's correction: Holm (family-wise) or Benjamini-Hochberg",
     )
+    r.add_argument(
+        "--ledger-max-runs",
+        type=int,
+        default=64,
+        metavar="N",
+        help="the ledger judges at most this many runs (the first seen that it chooses)",
+    )
 
     p = subparsers.add_parser(
         "publish",
@@ -377,6 +384,7 @@ def _service(args: argparse.Namespace, worker: int | None = None) -> tuple[Any, 
         ledger_baseline=tuple(args.ledger_baseline or ()),
         ledger_candidates=tuple(tuple(c) for c in args.ledger_candidate or ()),
         ledger_correction=args.ledger_correction,
+        ledger_max_runs=args.ledger_max_runs,
     )
     config = load_config(args.config)
     actor = build_actor(args, config, stop=True)

@@ -743,3 +743,19 @@ def test_a_ledger_waits_for_its_runs_and_needs_the_report() -> None:
         settings(ledger_baseline=("base-*",), ledger_candidates=(("x", ""),))
     with pytest.raises(ValueError, match="a baseline selector and at least one candidate"):
         settings(ledger_candidates=(("x", ""),), report_out=Path("r.html"))
+
+
+def test_the_run_command_gives_the_service_the_ledgers_selectors(tmp_path: Path) -> None:
+    from streamwatch.cli_kafka import _parser, _service, apply_env
+
+    argv = ["run", "--bootstrap-servers", "in-memory:9092", "--report-out"]
+    argv += [str(tmp_path / "live.html"), "--ledger-baseline", "tag:arm=base", "base-*"]
+    argv += ["--ledger-candidate", "kl=tag:arm=kl", "KL penalty 0.05", "--ledger-correction", "bh"]
+    args = _parser().parse_args(argv)
+    apply_env(args)
+    svc, alerts = _service(args)
+    assert alerts is None
+    s = svc.settings
+    assert s.ledger_baseline == ("tag:arm=base", "base-*")
+    assert s.ledger_candidates == (("kl=tag:arm=kl", "KL penalty 0.05"),)
+    assert (s.ledger_correction, s.ledger_max_runs) == ("bh", 64)
