@@ -188,3 +188,64 @@ def test_a_worker_that_keeps_failing_at_start_stops_the_pool() -> None:
     assert failed
     assert pool.restarts == MAX_QUICK_FAILURES - 1
     assert counts.events == 0
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
+def test_workers_stop_and_commit_when_their_supervisor_is_killed(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """A supervisor killed with SIGKILL cannot stop its workers: each sees the pipe from it
+    close, finishes its batch, commits what it owns and leaves the group, within seconds."""
+    partitions, steps = 2, 60
+    seed = _seed_with_runs_apart(partitions)
+    ensure_topics(kafka_kwargs(bootstrap), {names.topic: TopicSpec(partitions)})
+    config = tmp_path / "engine.toml"
+    config.write_text(NO_STALLS_TOML, encoding="utf-8")
+    log = tmp_path / "run.log"
+    args = [*names.run_args(bootstrap), "--config", str(config), "--workers", "2"]
+    args += ["--partitions", str(partitions), "--commit-interval", "3600", "--quiet"]
+    args += ["--session-timeout-ms", "6000", "--status-seconds", "1"]
+    with log.open("w") as out:
+        pool = subprocess.Popen(
+            python("-m", "streamwatch.cli_kafka", "run", *args),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    try:
+        wait_for(
+            lambda: sorted(len(o) for o in _owned(log).values()) == [1, 1],
+            "both workers to own a partition",
+        )
+        for producer in _rank_file_producers(bootstrap, names.topic, seed, steps, tmp_path):
+            _, err = producer.communicate(timeout=TIMEOUT_S)
+            assert producer.returncode == 0, err
+        wait_for(lambda: "events/s" in log.read_text(), "a status line")
+        workers = list(_pids(log).values())
+        # nothing committed yet (the interval is an hour): what is committed below, the
+        # workers committed as they stopped
+        assert not any(committed_offsets(bootstrap, names.group, names.topic).values())
+        time.sleep(2.0)  # let both read what was published
+        pool.send_signal(signal.SIGKILL)
+        pool.wait(timeout=10)
+        killed = time.monotonic()
+        wait_for(lambda: not any(_alive(pid) for pid in workers), "the workers to stop", timeout=15)
+        gone_after = time.monotonic() - killed
+    finally:
+        if pool.poll() is None:
+            pool.kill()
+            pool.wait()
+        for pid in _pids(log).values():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert gone_after < 10.0, gone_after
+    text = log.read_text()
+    gone = rf"\[worker \d\] \S+ WARNING the supervisor \(pid {pool.pid}\) is gone \(its lifeline"
+    assert len(re.findall(gone, text)) == 2, text[-3000:]
+    stopped = re.findall(r"\[worker \d\] streamwatch.live.service INFO stopped: ([\d,]+)", text)
+    assert len(stopped) == 2, text[-3000:]
+    assert all_committed(bootstrap, names.group, names.topic), committed_offsets(
+        bootstrap, names.group, names.topic
+    )

@@ -15,6 +15,9 @@ and serves the one ``/metrics`` and ``/healthz`` for all, and:
   member; its runs continue from their checkpoints wherever they land;
 - on SIGINT/SIGTERM stops every worker (each finishes its batch, commits and leaves the
   group), then itself;
+- dies without stopping them only when it is killed outright (SIGKILL, the out-of-memory
+  killer): then each worker sees its lifeline (a pipe only the supervisor can write to)
+  reach its end, at once, and stops as on SIGTERM, committing what it owns;
 - ends when every worker has ended by itself (``--max-idle``);
 - gives up (and stops the rest) when a worker fails :data:`MAX_QUICK_FAILURES` times in a row
   within :data:`QUICK_S` seconds of its start: a bad setting, not a passing fault.
@@ -73,10 +76,13 @@ class Report:
 class Channel:
     """A worker's line to the supervisor: its reports go up a pipe of its own (a worker killed
     in the middle of a report garbles only its own pipe, which dies with it). The supervisor
-    stops a worker with SIGTERM."""
+    stops a worker with SIGTERM. ``lifeline`` is the reading end of a pipe whose writing end
+    only the supervisor holds and never writes to: it reads as ended (EOF) once the
+    supervisor is gone, however it died."""
 
     worker: int
     reports: Connection
+    lifeline: Connection | None = None
 
 
 def add_counts(total: ServiceCounts, more: ServiceCounts) -> None:
@@ -95,32 +101,62 @@ def add_counts(total: ServiceCounts, more: ServiceCounts) -> None:
 def serve_worker(service: Service, channel: Channel, *, max_idle: float | None) -> None:
     """Run ``service`` until SIGTERM (or the input is idle for ``max_idle``), reporting to the
     supervisor. SIGINT is the supervisor's to handle (a Ctrl-C reaches the whole process
-    group: it stops the workers in order); a supervisor that is gone stops the worker too."""
+    group: it stops the workers in order). A supervisor that is gone (its lifeline ended, its
+    report pipe broken, or, without a lifeline, the worker's parent changed) stops the worker
+    as SIGTERM does: it finishes its batch, commits what it owns and leaves the group."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
-    parent = os.getppid()
-    reporter = threading.Thread(
-        target=_report_loop, args=(service, channel, stop, parent), daemon=True
-    )
+    gone = _Orphaned(stop, os.getppid())
+    if channel.lifeline is not None:
+        threading.Thread(target=_watch_lifeline, args=(channel.lifeline, gone), daemon=True).start()
+    reporter = threading.Thread(target=_report_loop, args=(service, channel, gone), daemon=True)
     reporter.start()
     try:
         service.run(stop, max_idle=max_idle)
     finally:
         stop.set()
         reporter.join(timeout=5)
-        _send(service, channel)
+        if not gone.said:
+            _send(service, channel, gone)
 
 
-def _report_loop(service: Service, channel: Channel, stop: threading.Event, parent: int) -> None:
-    while not stop.wait(REPORT_S):
-        if os.getppid() != parent:
-            stop.set()
+@dataclass
+class _Orphaned:
+    """Stops the worker, once, when its supervisor is gone."""
+
+    stop: threading.Event
+    parent: int
+    said: str = ""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, how: str) -> None:
+        with self._lock:
+            if self.said:
+                return
+            self.said = how
+        log.warning("the supervisor (pid %d) is gone (%s): stopping", self.parent, how)
+        self.stop.set()
+
+
+def _watch_lifeline(lifeline: Connection, gone: _Orphaned) -> None:
+    """Wait for the lifeline to end: nothing is ever sent on it."""
+    try:
+        while True:
+            lifeline.recv()
+    except (EOFError, OSError):
+        gone("its lifeline ended")
+
+
+def _report_loop(service: Service, channel: Channel, gone: _Orphaned) -> None:
+    while not gone.stop.wait(REPORT_S):
+        if os.getppid() != gone.parent:
+            gone("the worker's parent changed")
             return
-        _send(service, channel)
+        _send(service, channel, gone)
 
 
-def _send(service: Service, channel: Channel) -> None:
+def _send(service: Service, channel: Channel, gone: _Orphaned) -> None:
     vitals = service.vitals
     for _ in range(3):  # the loop's thread may change a counter while it is copied
         try:
@@ -131,18 +167,20 @@ def _send(service: Service, channel: Channel) -> None:
     else:
         return
     healthy, health = vitals.health()
-    channel.reports.send(
-        Report(
-            channel.worker,
-            os.getpid(),
-            counts,
-            vitals.gauges(),
-            vitals.alert_outcomes(),
-            vitals.alert_receivers(),
-            healthy,
-            health,
-        )
+    report = Report(
+        channel.worker,
+        os.getpid(),
+        counts,
+        vitals.gauges(),
+        vitals.alert_outcomes(),
+        vitals.alert_receivers(),
+        healthy,
+        health,
     )
+    try:
+        channel.reports.send(report)
+    except OSError:  # BrokenPipeError: no one reads the reports any more
+        gone("its report pipe is broken")
 
 
 def _copy(counts: ServiceCounts) -> ServiceCounts:
@@ -158,6 +196,7 @@ def _copy(counts: ServiceCounts) -> ServiceCounts:
 class _Slot:
     process: BaseProcess
     reports: Connection
+    lifeline: Connection  #: the writing end, held for the worker's life, never written to
     started: float
     quick_failures: int = 0
     done: bool = False  #: ended by itself, with exit code 0
@@ -226,14 +265,18 @@ class Pool:
 
     def _start(self, n: int, quick_failures: int = 0) -> None:
         reports, sender = self._ctx.Pipe(duplex=False)
+        lifeline, holder = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
             target=self.target,
-            args=(*self.args, n, Channel(n, sender)),
+            args=(*self.args, n, Channel(n, sender, lifeline)),
             name=f"streamwatch-worker-{n}",
         )
         process.start()
-        sender.close()  # the worker's end: a dead worker's pipe then reads as closed
-        self._slots[n] = _Slot(process, reports, time.monotonic(), quick_failures)
+        # the worker's ends: a dead worker's pipe then reads as closed, and once this process
+        # is gone, the lifeline has no writer left (spawned workers inherit no other's end)
+        sender.close()
+        lifeline.close()
+        self._slots[n] = _Slot(process, reports, holder, time.monotonic(), quick_failures)
         log.info("worker %d started (pid %d)", n, process.pid)
 
     def _wait_started(self, n: int, stop: threading.Event) -> None:
@@ -256,6 +299,7 @@ class Pool:
             slot.process.join()
             self._read(slot)
             slot.reports.close()
+            slot.lifeline.close()
             if code == 0:
                 slot.done = True
                 log.info("worker %d (pid %d) ended", n, slot.process.pid)
@@ -325,6 +369,7 @@ class Pool:
                 slot.process.join()
             self._read(slot)
             slot.reports.close()
+            slot.lifeline.close()
 
     def _serve_metrics(self) -> Any:
         if self.metrics_port is None:
