@@ -4,6 +4,10 @@ A check reports a :class:`Finding` (the run is unhealthy in one respect, now) or
 check looked and saw health). The :class:`IncidentBook` of a run turns that stream into
 incident updates: one firing incident per fingerprint, re-announced only when its severity
 rises, resolved once the check has seen health for ``resolve_after`` consecutive updates.
+An info of a fingerprint already announced (at any severity) is not announced again once it
+resolved: an info says something worth knowing once (entropy at a tenth of its start while
+the run learns, a KL beyond its ceiling beside a reward that does not fall), and it stays
+true while the run goes on; a warning or a critical is always announced.
 """
 
 from __future__ import annotations
@@ -160,6 +164,8 @@ class IncidentBook:
     #: the (kind, indicator) of every open incident: what a check that saw health asks
     firing: set[tuple[str, str]] = field(default_factory=set)
     _fids: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: the fingerprints announced on this run: a later info of one of them is not news
+    told: set[str] = field(default_factory=set)
 
     def fire(self, finding: Finding, ts: float | None) -> Incident | None:
         """Record a finding; return the update to announce, or None if nothing new."""
@@ -169,6 +175,8 @@ class IncidentBook:
             current.healthy = 0
             if finding.severity.rank <= current.incident.severity.rank:
                 return None
+        elif finding.severity is Severity.INFO and fid in self.told:
+            return None  # said once on this run
         onset = finding.onset_step
         if current is not None and current.incident.onset_step is not None:
             onset = current.incident.onset_step
@@ -189,6 +197,7 @@ class IncidentBook:
         )
         self.open[fid] = _Open(incident)
         self.firing.add((finding.kind, finding.indicator))
+        self.told.add(fid)
         return incident
 
     def healthy(self, kind: Kind, indicator: str, step: int, ts: float | None) -> Incident | None:

@@ -38,7 +38,7 @@ def every_completion_truncated(m: dict[str, float]) -> dict[str, float]:
 
 
 @pytest.mark.parametrize(
-    ("edit", "metric", "shows", "kind", "first_severity", "critical_after"),
+    ("edit", "metric", "shows", "kind", "first_at", "first_severity", "critical_after"),
     [
         # every completion cut from step 1 (the reward still varies: no second signal):
         # held back until its direction is known, critical then (not falling for 5 steps)
@@ -47,21 +47,32 @@ def every_completion_truncated(m: dict[str, float]) -> dict[str, float]:
             "response_length/clip_ratio",
             1.0,
             "truncation_saturation",
+            4,
             Severity.CRITICAL,
             4,
         ),
-        # beyond the ceiling: one step is an outlier (info), 100x the ceiling a warning; a
-        # third logged step in a row beyond it is critical
-        (scaled("actor/grad_norm", 1e6), "actor/grad_norm", 1e4, "metric_spike", Severity.INFO, 2),
+        # beyond the ceiling: one step is an outlier (no incident) until a second logged
+        # step in a row shows it stays (a grad norm: a warning; a KL beside a reward that
+        # does not fall: info), 100x the ceiling a warning at once; a third step critical
+        (
+            scaled("actor/grad_norm", 1e6),
+            "actor/grad_norm",
+            1e4,
+            "metric_spike",
+            1,
+            Severity.WARNING,
+            2,
+        ),
         (
             scaled("actor/grad_norm", 1e8),
             "actor/grad_norm",
             1e6,
             "metric_spike",
+            0,
             Severity.WARNING,
             2,
         ),
-        (scaled("actor/kl_loss", 1e3), "actor/kl_loss", 10.0, "metric_spike", Severity.INFO, 2),
+        (scaled("actor/kl_loss", 1e3), "actor/kl_loss", 10.0, "metric_spike", 1, Severity.INFO, 2),
     ],
     ids=["truncated", "grad-norm-1e6x", "grad-norm-1e8x", "kl-1000x"],
 )
@@ -70,6 +81,7 @@ def test_a_run_broken_from_its_start_is_found_at_the_first_step_that_shows_it(
     metric: str,
     shows: float,
     kind: str,
+    first_at: int,
     first_severity: Severity,
     critical_after: int,
 ) -> None:
@@ -78,8 +90,7 @@ def test_a_run_broken_from_its_start_is_found_at_the_first_step_that_shows_it(
     first = steps[0]
     assert first <= 3, "the edited run should be broken from its first steps"
     found = [i for i in fired if i.kind == kind]
-    held = critical_after if first_severity is Severity.CRITICAL else 0
-    assert (found[0].step, found[0].severity) == (steps[held], first_severity)
+    assert (found[0].step, found[0].severity) == (steps[first_at], first_severity)
     critical = [i for i in found if i.severity is Severity.CRITICAL]
     assert critical and critical[0].step == steps[critical_after]
     assert critical[0].evidence["because"][-1].startswith("critical: ")

@@ -59,3 +59,18 @@ def test_the_slow_rule_counts_training_steps_not_logged_values() -> None:
     assert (found[0].step, found[0].rule) == (53, "slow")
     assert "2.01x in 30 steps" in found[0].message
     assert explosions(lengths, [5 * s for s in steps]) == []
+
+
+def test_a_length_climbing_back_from_a_dip_to_its_start_is_no_explosion() -> None:
+    """A CS336 GRPO run of the corpus (cs336-grpo-gsm8k-qwen2.5-math-1.5b-masked-normalize,
+    healthy): 305 tokens at step 1, 35 at step 5 as it learns the answer format, 128 at step
+    18; it grew 1.73x in 10 steps back to its start (1.01x) and was an explosion then. It
+    is one from step 50, at 1.35x its start."""
+    path = REAL / "cs336-grpo-gsm8k-qwen2.5-math-1.5b-masked-normalize" / "metrics.jsonl"
+    name = "rollout/avg_response_token_length"
+    events = [e for e in read_events([path]) if name in e.metrics]
+    lengths = [e.metrics[name] for e in events]
+    assert [round(lengths[i]) for i in (0, 4, 17)] == [305, 35, 128]
+    found = explosions(lengths, [e.step for e in events])
+    assert found and found[0].step == 50
+    assert 1.25 <= found[0].evidence["ratio_to_reference"] < 1.5

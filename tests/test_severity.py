@@ -50,14 +50,14 @@ def run(rows: list[dict[str, float]]) -> list[Incident]:
 
 def test_a_single_kl_far_beyond_the_ceiling_in_a_run_that_ends_well_is_an_outlier() -> None:
     """Unsloth HumanEval GRPO (79.9% pass@1 reported): KL 12.1 at step 5 and 179 at step
-    1025, 0.3-0.5 around them."""
+    1025, 0.3-0.5 around them: one step beyond the ceiling and back, no incident. Its one
+    KL incident is the two logs in a row beyond the ceiling at steps 15 and 20."""
     kl = {r["step"]: r["kl"] for r in history(HUMANEVAL) if "kl" in r}
     assert round(kl[5], 1) == 12.1 and round(kl[1025]) == 179
-    assert kl[1020] < 1 and kl[1030] < 1
-    spikes = {i.step: i for i in fired(HUMANEVAL) if i.kind == "metric_spike"}
-    for step in (5, 1025):
-        assert spikes[step].severity is Severity.INFO
-        assert spikes[step].evidence["because"][-1].startswith("info: one step beyond")
+    assert kl[1020] < 1 and kl[1030] < 1 and kl[10] < 10
+    spikes = [i for i in fired(HUMANEVAL) if i.kind == "metric_spike"]
+    assert [(i.step, i.severity) for i in spikes] == [(20, Severity.INFO)]
+    assert spikes[0].evidence["steps_beyond"] == 2
 
 
 # -- small batches alike by chance ------------------------------------------------------------
@@ -267,13 +267,15 @@ CS336_MASKED = RUNS / "cs336-grpo-gsm8k-qwen2.5-math-1.5b-masked-normalize" / "m
 
 def test_entropy_falling_below_a_tenth_while_held_out_accuracy_holds_is_info() -> None:
     # CS336 GRPO runs: token entropy 0.92 at step 1, 0.026 (0.098x its reference) from step
-    # 96 on, held-out accuracy 0.86 at step 100 and 0.88 at 200 (1,024 problems a eval)
+    # 96 on, held-out accuracy 0.86 at step 100 and 0.88 at 200 (1,024 problems a eval).
+    # One info a run: its fast fall while the run learns, said once; the level below a
+    # tenth of its start, judged in the same context (sharpening, then converged), is no
+    # warning, and no second info either (a warning would be announced)
     for path in (CS336, CS336_MASKED):
         entropy = [i for i in fired(path) if i.kind == "entropy_collapse"]
-        assert entropy and {i.severity for i in entropy} == {Severity.INFO}, path
-    levels = [i for i in fired(CS336) if i.evidence["ratio_to_reference"] < 0.1]
-    because = [" ".join(i.evidence["because"]) for i in levels]
-    assert any("converged" in b for b in because) and any("sharpening" in b for b in because)
+        assert [i.severity for i in entropy] == [Severity.INFO], path
+        assert entropy[0].evidence["ratio_to_reference"] < 0.3
+        assert entropy[0].evidence["because"][-1] == "info: the run is still learning"
 
 
 def test_the_same_entropy_with_the_held_out_accuracy_falling_warns() -> None:
