@@ -36,7 +36,7 @@ from streamwatch.monitor import Monitor
 _E = EngineConfig()
 
 
-class Screened:
+class Screened(Check):
     """The drift screen of one metric, seen as a per-step check."""
 
     kinds: tuple[Kind, ...] = DriftColumn.kinds

@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import math
-from typing import Protocol
+
+from mypy_extensions import mypyc_attr
 
 from streamwatch.incidents import Finding, Kind
 
 __all__ = ["Check", "ratio"]
 
 
-class Check(Protocol):
-    """A health check over one series of per-step values.
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Check:
+    """A health check over one series of per-step values, the base of every such check.
 
     ``update`` is called once per step with the step's finite value and returns what is
     unhealthy now (empty when the check looked and saw health for all its ``kinds``).
+    A base class, not a protocol: the compiled build calls ``update`` through its native
+    method table, with the step and value unboxed.
     """
 
-    kinds: tuple[Kind, ...]
+    kinds: tuple[Kind, ...] = ()
 
-    def update(self, step: int, x: float) -> list[Finding]: ...
+    def update(self, step: int, x: float) -> list[Finding]:
+        raise NotImplementedError
 
 
 def ratio(a: float, b: float) -> float:

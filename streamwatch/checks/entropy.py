@@ -15,7 +15,7 @@ from statistics import median
 
 from mypy_extensions import mypyc_attr
 
-from streamwatch.checks.base import ratio
+from streamwatch.checks.base import Check, ratio
 from streamwatch.config import EntropySettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
@@ -24,7 +24,7 @@ _FLOOR = 1e-9
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class EntropyCheck:
+class EntropyCheck(Check):
     kinds: tuple[Kind, ...] = (Kind.ENTROPY_COLLAPSE, Kind.ENTROPY_BLOWUP)
 
     def __init__(

@@ -23,6 +23,7 @@ from statistics import median
 
 from mypy_extensions import mypyc_attr
 
+from streamwatch.checks.base import Check
 from streamwatch.config import LengthSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
@@ -31,7 +32,7 @@ _FLOOR = 1e-9
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class LengthCheck:
+class LengthCheck(Check):
     kinds: tuple[Kind, ...] = (Kind.LENGTH_EXPLOSION, Kind.LENGTH_COLLAPSE)
 
     def __init__(self, indicator: str, metric: str, settings: LengthSettings) -> None:
@@ -149,7 +150,7 @@ class LengthCheck:
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class TruncationCheck:
+class TruncationCheck(Check):
     """The clip ratio's level and its climb; how severe each finding is, the run's context
     decides (:mod:`streamwatch.checks.judge`: a high ratio that falls while the reward rises
     is the policy learning to finish before the cap). A climb above its own trend counts only

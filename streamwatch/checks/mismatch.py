@@ -24,6 +24,7 @@ from statistics import median
 
 from mypy_extensions import mypyc_attr
 
+from streamwatch.checks.base import Check
 from streamwatch.config import MismatchSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
@@ -34,7 +35,7 @@ _TINY = 1e-12
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class MismatchCheck:
+class MismatchCheck(Check):
     """
     >>> from streamwatch.config import MismatchSettings
     >>> check = MismatchCheck("prob_mismatch", "training/rollout_probs_diff_mean",

@@ -29,6 +29,7 @@ from collections import deque
 
 from mypy_extensions import mypyc_attr
 
+from streamwatch.checks.base import Check
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
@@ -124,7 +125,7 @@ class LineNoise:
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class RewardCheck:
+class RewardCheck(Check):
     kinds: tuple[Kind, ...] = (Kind.REWARD_CHAOS, Kind.REWARD_COLLAPSE)
 
     def __init__(self, indicator: str, metric: str, settings: RewardSettings) -> None:

@@ -18,6 +18,7 @@ from collections import deque
 
 from mypy_extensions import mypyc_attr
 
+from streamwatch.checks.base import Check
 from streamwatch.config import SpikeSettings
 from streamwatch.detectors import Persistence, Window, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
@@ -27,7 +28,7 @@ _SD_PER_MEAN_ABS = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian noise
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class SpikeCheck:
+class SpikeCheck(Check):
     kinds: tuple[Kind, ...] = (Kind.METRIC_SPIKE,)
 
     def __init__(
