@@ -51,6 +51,7 @@ class CapCheck:
 
     def __init__(self, settings: LengthSettings) -> None:
         self.s = settings
+        self._min_tokens = settings.min_tokens  # read on every value
         self.step = -1
         self._previous = -1  # the step before this one
         self.values: dict[str, float] = {}  # this step's
@@ -76,7 +77,7 @@ class CapCheck:
         if length == "max" and x > self.longest:
             self.longest = x
         # a length of its own says nothing but the mean (against a cap); min and max together
-        judged = x >= self.s.min_tokens and (length == "mean" or len(self.values) > 1)
+        judged = x >= self._min_tokens and (length == "mean" or len(self.values) > 1)
         found = self._judge(step) if judged else []
         if found:
             if self.flagged != step:

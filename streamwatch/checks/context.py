@@ -130,6 +130,8 @@ class RunContext:
         "last_alike",
         "length",
         "loss_zero_step",
+        "min_evals",
+        "min_points",
         "no_variance_step",
         "reward",
         "reward_high",
@@ -150,6 +152,8 @@ class RunContext:
     def __init__(self, settings: ContextSettings, zero_variance_all: float = 0.99) -> None:
         self.s = settings
         self.t = settings.trend_t
+        self.min_points = settings.min_points  # read on every value: plain attributes
+        self.min_evals = settings.min_evals
         self.all_alike = zero_variance_all  # a zero-variance fraction that means every group
         self.reward = Direction(settings.reward_window, settings.min_points)
         self.heldout = Direction(settings.heldout_window, settings.min_evals)
@@ -192,14 +196,14 @@ class RunContext:
                 elif x > high:
                     self.reward_high, self.reward_high_seen = x, 1
                     self.reward_high_step = step
-                if len(self.reward_start) < self.s.min_points:
+                if len(self.reward_start) < self.min_points:
                     self.reward_start.append(x)
         elif signal == "heldout_reward":
             self.heldout.update(x)
             if x - x == 0.0:
                 self.heldout_low = min(self.heldout_low, x)
                 self.heldout_high = max(self.heldout_high, x)
-                if len(self.heldout_start) < self.s.min_evals:
+                if len(self.heldout_start) < self.min_evals:
                     self.heldout_start.append(x)
         elif signal == "truncation_ratio":
             self.truncation.update(x)

@@ -33,6 +33,10 @@ class EntropyCheck(Check):
         self.indicator = indicator
         self.metric = metric
         self.s = settings
+        # read on every value: plain typed attributes, not the settings model's
+        self._warmup = settings.warmup
+        self._blowup_ratio = settings.blowup_ratio
+        self._rebound_factor = settings.rebound_factor
         self.invert = invert
         self._warm: list[float] = []
         self.ref = math.nan
@@ -49,9 +53,9 @@ class EntropyCheck(Check):
     def update(self, step: int, x: float) -> list[Finding]:
         value = max(1.0 - x if self.invert else x, _FLOOR)
         smooth = self._smooth.update(value)
-        if len(self._warm) < self.s.warmup:
+        if len(self._warm) < self._warmup:
             self._warm.append(value)
-            if len(self._warm) == self.s.warmup:
+            if len(self._warm) == self._warmup:
                 self.ref = max(median(self._warm), _FLOOR)
             return []
         self._recent.append(smooth)
@@ -119,9 +123,9 @@ class EntropyCheck(Check):
     def _judge_blowup(self, step: int, smooth: float, x: float, rising: bool) -> Finding | None:
         above_start = smooth / self.ref
         above_low = smooth / self.low
-        if above_start > self.s.blowup_ratio:
+        if above_start > self._blowup_ratio:
             rule, why = "level", f"is {above_start:.2f}x its start"
-        elif above_low > self.s.rebound_factor:
+        elif above_low > self._rebound_factor:
             rule, why = "rebound", f"climbed {above_low:.2f}x above the run's minimum"
         elif rising:
             rule = "trend"

@@ -39,6 +39,13 @@ class LengthCheck(Check):
         self.indicator = indicator
         self.metric = metric
         self.s = settings
+        # read on every value: plain typed attributes, not the settings model's
+        self._warmup = settings.warmup
+        self._growth = settings.explosion_growth
+        self._long_growth = settings.explosion_long_growth
+        self._long_window = settings.explosion_long_window
+        self._climbing = settings.explosion_trend.threshold / 2
+        self._collapse_ratio = settings.collapse_ratio
         self._warm: list[float] = []
         self.ref = math.nan
         self._smooth = Ewma(settings.smoothing)
@@ -58,15 +65,15 @@ class LengthCheck(Check):
         log_smooth = math.log(smooth)
         rising = self._rising.update(log_smooth)
         falling = self._falling.update(log_smooth)
-        if len(self._warm) < self.s.warmup:
+        if len(self._warm) < self._warmup:
             self._warm.append(value)
-            if len(self._warm) == self.s.warmup:
+            if len(self._warm) == self._warmup:
                 self.ref = median(self._warm)
             return []
         self._recent.append(smooth)
         long = self._long
         long.append((step, smooth))
-        while step - long[0][0] > self.s.explosion_long_window:
+        while step - long[0][0] > self._long_window:
             long.popleft()
         self.peak = max(self.peak, smooth)
         found = []
@@ -80,7 +87,7 @@ class LengthCheck(Check):
 
     def _judge_explosion(self, step: int, x: float, smooth: float, rising: bool) -> Finding | None:
         to_ref = smooth / self.ref
-        half = 1.0 + (self.s.explosion_growth - 1.0) / 2
+        half = 1.0 + (self._growth - 1.0) / 2
         if to_ref < half:
             # grown means above the run's start, by the least growth any rule counts: a
             # length climbing back from a dip (a CS336 GSM8K run's 305 tokens at step 1, 35
@@ -89,15 +96,15 @@ class LengthCheck(Check):
             return None
         growth = smooth / self._recent[0]
         # a climb with half the evidence, but fast: half the window's growth threshold
-        climbing = self._rising.statistic > self.s.explosion_trend.threshold / 2
+        climbing = self._rising.statistic > self._climbing
         rule = "fast"  # within growth_window steps
-        if growth >= self.s.explosion_growth:
+        if growth >= self._growth:
             why = f"grew {growth:.2f}x in {len(self._recent) - 1} steps"
         elif climbing and growth >= half:
             why = f"is climbing steadily ({growth:.2f}x in {len(self._recent) - 1} steps)"
         elif rising:
             rule, why = "trend", f"is climbing away from its own trend ({growth:.2f}x in a window)"
-        elif smooth >= self.s.explosion_long_growth * (low := min(v for _, v in self._long)):
+        elif smooth >= self._long_growth * (low := min(v for _, v in self._long)):
             rule = "slow"  # within explosion_long_window steps
             since = step - next(at for at, v in self._long if v == low)
             growth = smooth / low
@@ -125,7 +132,7 @@ class LengthCheck(Check):
 
     def _judge_collapse(self, step: int, x: float, smooth: float, falling: bool) -> Finding | None:
         r = smooth / self.peak
-        if r < self.s.collapse_ratio:
+        if r < self._collapse_ratio:
             why = f"is {r:.2f}x its peak"
         elif falling:
             why = f"is falling away from its own trend ({r:.2f}x its peak)"
@@ -163,6 +170,12 @@ class TruncationCheck(Check):
         self.indicator = indicator
         self.metric = metric
         self.s = settings
+        # read on every value: plain typed attributes, not the settings model's
+        self._warmup = settings.warmup
+        self._absolute_warning = settings.truncation_absolute_warning
+        self._warning = settings.truncation_warning
+        self._rise = settings.truncation_rise
+        self._floor = settings.truncation_floor
         self._warm: list[float] = []
         self.baseline = math.nan
         self._smooth = Ewma(settings.smoothing)
@@ -172,14 +185,13 @@ class TruncationCheck(Check):
 
     def update(self, step: int, x: float) -> list[Finding]:
         smooth = self._smooth.update(x)
-        s = self.s
         rising = self._rising.update(smooth)
-        warming = len(self._warm) < s.warmup
+        warming = len(self._warm) < self._warmup
         if warming:
             self._warm.append(x)
-            if len(self._warm) == s.warmup:
+            if len(self._warm) == self._warmup:
                 self.baseline = median(self._warm)
-        if smooth >= s.truncation_absolute_warning:  # no warm-up: broken from the first step
+        if smooth >= self._absolute_warning:  # no warm-up: broken from the first step
             self.steps_high += 1
             self._high.update(True)
             return self._found(step, x, smooth, "level")
@@ -187,10 +199,10 @@ class TruncationCheck(Check):
             self.steps_high = 0
             return []
         rise = smooth - self.baseline
-        if smooth >= s.truncation_warning and rise >= s.truncation_rise:
+        if smooth >= self._warning and rise >= self._rise:
             rule = "level"
             self.steps_high += 1
-        elif rising and smooth >= s.truncation_floor:
+        elif rising and smooth >= self._floor:
             rule = "trend"
         else:
             self.steps_high = 0

@@ -66,6 +66,10 @@ class MismatchCheck(Check):
         self.indicator = indicator
         self.metric = metric
         self.s = settings
+        # read on every value: plain typed attributes, not the settings model's
+        self._warmup = settings.warmup
+        self._ratio = settings.ratio
+        self._robust_z = settings.robust_z
         self._warm: list[float] = []
         self.ref = math.nan
         self.noise = math.nan
@@ -83,16 +87,16 @@ class MismatchCheck(Check):
         rising = trend.update(math.log(smooth if smooth > _TINY else _TINY))
         if trend.statistic == 0.0:
             self.rise_from = step + 1
-        if len(self._warm) < s.warmup:
+        if len(self._warm) < self._warmup:
             self._warm.append(gap)
-            if len(self._warm) == s.warmup:
+            if len(self._warm) == self._warmup:
                 self.ref = ref = max(median(self._warm), _TINY)
                 mad = 1.4826 * median(abs(v - ref) for v in self._warm)
                 self.noise = max(mad, s.noise_floor * ref)
             return []
         ratio = smooth / self.ref
         z = (smooth - self.ref) / self.noise
-        high = ratio >= s.ratio and z >= s.robust_z
+        high = ratio >= self._ratio and z >= self._robust_z
         if high and self._high.streak == 0:
             self.since = step
         if self._high.update(high):

@@ -132,6 +132,14 @@ class RewardCheck(Check):
         self.indicator = indicator
         self.metric = metric
         self.s = settings
+        # read on every value: plain typed attributes, not the settings model's
+        self._warmup = settings.warmup
+        self._cusum_threshold = settings.chaos_cusum_threshold
+        self._chaos_floor = settings.chaos_floor
+        self._chaos_ratio = settings.chaos_ratio
+        self._chaos_window = settings.chaos_window
+        self._collapse_fraction = settings.collapse_fraction
+        self._collapse_noise = settings.collapse_noise
         self.n = 0
         self.low = math.inf
         self.high = -math.inf
@@ -162,9 +170,9 @@ class RewardCheck(Check):
         self.low = min(self.low, smooth)
         self.high = max(self.high, smooth)
         self.recent_noise = self._recent.update(x)
-        if self.n < self.s.warmup:
+        if self.n < self._warmup:
             return []
-        if self.n == self.s.warmup:
+        if self.n == self._warmup:
             self.start = smooth
         found = []
         if self.recent_noise == self.recent_noise:  # the window is full
@@ -191,7 +199,7 @@ class RewardCheck(Check):
         u = min(e * e / (6.0 * noise * noise), _CLIP_SQUARE)
         stat = self.chaos_evidence + (u * self._llr_slope - self._llr_offset)
         self.chaos_evidence = stat = max(stat, 0.0)
-        return stat > self.s.chaos_cusum_threshold
+        return stat > self._cusum_threshold
 
     def _judge_chaos(self, step: int, x: float) -> Finding | None:
         noisier = self._noisier(x)
@@ -204,16 +212,16 @@ class RewardCheck(Check):
         if not math.isnan(self.noise):
             # a curve that moved over a range of 0.7 is not chaotic at noise of 0.01, however
             # calm it was before: judge against a floor that is a small fraction of that range
-            floor = max(self.noise, self.s.chaos_floor * (self.high - self.low))
+            floor = max(self.noise, self._chaos_floor * (self.high - self.low))
             r = recent / floor
-            alarm = r > self.s.chaos_ratio
+            alarm = r > self._chaos_ratio
             if alarm:
                 # one heavy-tailed value is no chaos: the window's noise without its
                 # largest departure from the line must be as high
-                alarm = self._recent.trimmed() / floor > self.s.chaos_ratio
+                alarm = self._recent.trimmed() / floor > self._chaos_ratio
         level = self._recent.mean()
         self._waiting.append((recent, level, alarm))
-        if len(self._waiting) > self.s.chaos_window:  # no overlap with the recent window
+        if len(self._waiting) > self._chaos_window:  # no overlap with the recent window
             figure, at, was_alarm = self._waiting.popleft()
             if not was_alarm:
                 self._reference.update(figure)
@@ -247,7 +255,7 @@ class RewardCheck(Check):
         gain = max(self.peak - self.start, 0.0)
         noise = self.noise
         frac = drop / gain if gain > _TINY else math.inf
-        down = drop > self.s.collapse_fraction * gain and drop > self.s.collapse_noise * noise
+        down = drop > self._collapse_fraction * gain and drop > self._collapse_noise * noise
         held = self._collapse.update(down)
         if not held and not falling:
             return None

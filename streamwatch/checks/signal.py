@@ -112,6 +112,7 @@ class NoSignalCheck:
 
     def __init__(self, settings: SignalSettings) -> None:
         self.s = settings
+        self._zero_variance_warning = settings.zero_variance_warning  # read on every value
         self.step = -1
         self.values: dict[str, float] = {}  # this step's
         self.streaks: dict[str, int] = {}  # steps in a row each condition held, before this one
@@ -193,7 +194,7 @@ class NoSignalCheck:
         if signal == "reward_std":
             return abs(x) <= _ZERO
         if signal == "zero_variance":
-            return x >= self.s.zero_variance_warning
+            return x >= self._zero_variance_warning
         if signal == "reward":
             return False  # only a drain's
         other = self.values.get("reward_min" if signal == "reward_max" else "reward_max")

@@ -42,6 +42,9 @@ class SpikeCheck(Check):
         self.indicator = indicator
         self.metric = metric
         self.s = settings
+        # read on every value: plain typed attributes, not the settings model's
+        self._robust_z = settings.robust_z
+        self._range_recent = settings.range_recent
         self.ceiling = ceiling
         self._window = Window(settings.window)
         self._beyond_median = settings.factor - 1.0  # how far from the median, in its size
@@ -92,7 +95,7 @@ class SpikeCheck(Check):
                 # absolute deviation, as a Gaussian sd
                 spread = sum(abs(v - med) for v in w.ordered) / len(w.ordered)
                 sd = max(sd, _SD_PER_MEAN_ABS * spread)
-            spike = dist > self.s.robust_z * sd
+            spike = dist > self._robust_z * sd
         w.update(x)
         if spike and self._spiking.streak == 0:
             self.first_step = step
@@ -132,7 +135,7 @@ class SpikeCheck(Check):
         """Is ``x`` above the run's own range (the smoothed values before the last
         ``range_recent``; True while that range is not known)?"""
         past = self._range
-        recent = self.s.range_recent
+        recent = self._range_recent
         if len(past) <= recent:
             return True
         return x > max(v for i, v in enumerate(past) if i < len(past) - recent)
@@ -181,7 +184,7 @@ class SpikeCheck(Check):
             return None
         # inside the run's own range (the smoothed values of the steps before the last
         # ``range_recent``): a return to where it was is no growth, until it leaves it
-        recent = self.s.range_recent
+        recent = self._range_recent
         if len(past) <= recent:
             return None
         high = max(v for i, v in enumerate(past) if i < len(past) - recent)

@@ -23,6 +23,7 @@ class StallCheck:
 
     def __init__(self, settings: StallSettings) -> None:
         self.s = settings
+        self._min_seconds = settings.min_seconds  # read on every event
         self.last_ts = math.nan
         self.last_step = -1
         self._step_ts = math.nan
@@ -39,7 +40,7 @@ class StallCheck:
             return None
         self.ended = False
         # a gap shorter than the least limit needs no cadence (the common case: be quick)
-        gap = self.check(ts) if ts - self.last_ts > self.s.min_seconds else None
+        gap = self.check(ts) if ts - self.last_ts > self._min_seconds else None
         if math.isnan(self.last_ts) or ts > self.last_ts:
             self.last_ts = ts
         if step > self.last_step:
