@@ -61,7 +61,8 @@ def follow_and_publish(
             idle = 0.0 if sent else idle + poll_seconds
             if idle_exit is not None and idle >= idle_exit:
                 break
-            stop.wait(poll_seconds)
+            if not any(f.behind for f in followers):  # else a large backlog: read on at once
+                stop.wait(poll_seconds)
         for f in followers:
             _send(producer, topic, f.close(), result)
         producer.flush()

@@ -4,9 +4,10 @@ A :class:`Watcher` follows files and TensorBoard directories (:mod:`streamwatch.
 follow`), runs what is new through the engine at each :meth:`~Watcher.poll`, and checks
 every run for stalls on the watcher's own clock: a run is silent from when its last event was
 *read*, whatever the clocks of the training nodes say. Events that carry no time of their
-own (verl's file logger, trainer_state.json) are stamped with the time they were read, once
-the watcher has caught up with what the files held when it started, so that a run's cadence
-is learnt from its live steps.
+own (verl's file logger, trainer_state.json) are stamped with the time they were read once
+their log has caught up with what it held when the watcher started (each log on its own: a
+large log is replayed a few megabytes a poll, and its backlog keeps no time while a small
+one beside it is already live), so that a run's cadence is learnt from its live steps.
 
 With an :class:`~streamwatch.actions.actor.Actor` (``[[actions]]``, ``watch --stop-pid``)
 it acts on confirmed incidents: signals the trainer, runs a command, writes a stop file.
@@ -98,7 +99,8 @@ class Watcher:
         self._not_followed: dict[Path, str] = {}
         self._waited: dict[Path, str] = {}
         self._opened: list[Follower] = []
-        self._caught_up = False
+        #: a first poll is done: a log found from now on appeared after the start
+        self._started = False
 
     @property
     def not_followed(self) -> dict[Path, str]:
@@ -108,6 +110,12 @@ class Watcher:
             if isinstance(f, Directory):
                 out.update(f.not_followed)
         return out
+
+    @property
+    def behind(self) -> bool:
+        """Whether a log holds more than the last poll read (its reads are bounded): poll
+        again at once."""
+        return any(f.behind for f in self.followers)
 
     def _problem(self, problem: Problem) -> None:
         self.stats.problems += 1
@@ -142,6 +150,7 @@ class Watcher:
                     run_id=self._run_id,
                     on_problem=self._problem,
                     on_open=self._opened_in_directory,
+                    replay=not self._started,
                 )
             except ValueError as exc:  # what it holds so far is no known format
                 self._not_followed[path] = str(exc)
@@ -169,28 +178,32 @@ class Watcher:
         out: list[Incident] = []
         opened, self._opened = self._opened, []
         for follower in self.followers:
-            events = follower.poll()
+            parts = follower.poll_each()
             if follower in opened:
+                events = [e for part, _ in parts for e in part]
                 self._note(describe_follower(follower, events, self._run_id))
-            for event in events:
-                out.extend(self._process(event, now))
+            for part, live in parts:
+                for event in part:
+                    out.extend(self._process(event, now, live))
         self._announce_waiting_directories()
         ticked = self.monitor.tick(now, self.heard)
         out.extend(ticked)
         if self.actor is not None:
             self.actor.track(ticked)
             out.extend(self.actor.poll())
-        self._caught_up = True
+        self._started = True
         self.stats.polls += 1
         self._emit(out)
         return out
 
-    def _process(self, event: Event, now: float) -> list[Incident]:
+    def _process(self, event: Event, now: float, live: bool) -> list[Incident]:
+        """One event; ``live``: its log had caught up, so an event without a time of its own
+        is stamped with the time it was read."""
         self.stats.events += 1
         self.stats.last = (event.run_id, event.step)
         self.heard[event.run_id] = now
         self.tally.see(event.run_id)
-        if event.ts is None and self._caught_up:
+        if event.ts is None and live:
             event = event.model_copy(update={"ts": now})
         updates = self.monitor.process(event, "watch")
         for problem in self.monitor.drain_problems():
@@ -219,8 +232,9 @@ class Watcher:
         now = self.clock.now()
         out: list[Incident] = []
         for follower in self.followers:
+            live = follower.caught_up
             for event in follower.close():
-                out.extend(self._process(event, now))
+                out.extend(self._process(event, now, live))
         flushed = self.monitor.flush()
         out.extend(flushed)
         if self.actor is not None:

@@ -29,7 +29,8 @@ def _follow(
     watcher: Watcher, clock: SystemClock, args: argparse.Namespace, stop: threading.Event
 ) -> None:
     """Poll until stopped, or until ``--idle-exit`` seconds pass without a new event; a
-    progress line every ``--status-seconds``."""
+    progress line every ``--status-seconds``. While a log holds more than a poll reads (a
+    large backlog), the next poll follows at once."""
     last_event = clock.now()
     next_status = last_event + args.status_seconds
     while not stop.is_set():
@@ -43,7 +44,8 @@ def _follow(
         if args.status_seconds > 0 and now >= next_status:
             _note(watcher.progress())
             next_status = now + args.status_seconds
-        stop.wait(args.poll)
+        if not watcher.behind:
+            stop.wait(args.poll)
 
 
 def run_watch(args: argparse.Namespace) -> int:

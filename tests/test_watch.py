@@ -195,3 +195,101 @@ def test_a_directory_follows_a_bounded_number_of_text_logs(tmp_path: Path) -> No
     assert {e.run_id for e in events} == {"example-entropy-collapse"} and problems == []
     for child in directory.children.values():
         child.close()
+
+
+REAL_VERL = ROOT / "tests" / "data" / "real" / "verl-grpo-q7b_fsdp_base.jsonl"
+
+
+def _big_verl_log(path: Path, copies: int, run_id: str = "big") -> list[int]:
+    """The real verl run's rows (tests/data/real/README.md: volcengine/verl's
+    async_reward_agent GRPO logs, no time of their own) written ``copies`` times over, steps
+    numbered on: a log of many megabytes. Returns the steps in file order."""
+    rows = [json.loads(line) for line in REAL_VERL.read_text().splitlines()]
+    span = max(r["step"] for r in rows) + 1
+    steps = []
+    with path.open("w") as fh:
+        for k in range(copies):
+            for row in rows:
+                step = k * span + row["step"]
+                fh.write(json.dumps({**row, "run_id": run_id, "step": step}) + "\n")
+                steps.append(step)
+    return steps
+
+
+def test_a_log_of_many_megabytes_is_read_a_bounded_chunk_a_poll(tmp_path: Path) -> None:
+    """A log of more than 25 MB, read 1 MiB a poll: the peak memory of reading it stays a
+    few MiB (read whole, it is some 80 MiB: the bytes and every event at once), every event
+    is read once and in order, and a 3 MiB line in it (over the 2 MiB line limit) is set
+    aside once with its reason, never held whole."""
+    import tracemalloc
+
+    log = tmp_path / "verl.jsonl"
+    steps = _big_verl_log(log, copies=100)
+    half = len(steps) // 2
+    lines = log.read_bytes().splitlines(keepends=True)
+    long_line = b'{"run_id": "big", "step": -1, "pad": "' + b"x" * (3 * 2**20) + b'"}\n'
+    log.write_bytes(b"".join([*lines[:half], long_line, *lines[half:]]))
+    del lines, long_line
+    size = log.stat().st_size
+    assert size > 25 * 2**20
+    problems: list[Problem] = []
+    follower = follow(
+        log, on_problem=problems.append, max_line_bytes=2 * 2**20, max_read_bytes=2**20
+    )
+    read: list[int] = []
+    polls, caught_up_at = 0, None
+    tracemalloc.start()
+    try:
+        while True:
+            events = follower.poll()
+            polls += 1
+            read.extend(e.step for e in events)
+            if caught_up_at is None and follower.caught_up:
+                caught_up_at = polls
+            if not events and not follower.behind:
+                break
+        read.extend(e.step for e in follower.close())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert read == steps  # each once, in file order
+    assert polls >= size // 2**20 and caught_up_at is not None and caught_up_at >= 25
+    assert peak < 12 * 2**20, f"peak {peak / 2**20:.1f} MiB reading {size / 2**20:.0f} MiB"
+    [problem] = problems
+    assert problem.origin == f"{log}:{half + 1}"
+    assert "line is longer than the limit of 2,097,152 bytes" in problem.reason
+
+
+def test_events_without_a_time_are_stamped_once_their_own_log_has_caught_up(
+    tmp_path: Path,
+) -> None:
+    """A large log replayed over several polls keeps no time for its backlog while a small
+    log beside it, caught up at the first poll, has its new lines stamped with the watcher's
+    clock; the large one's lines are stamped once it has caught up too."""
+    big, small = tmp_path / "big.jsonl", tmp_path / "small.jsonl"
+    steps = _big_verl_log(big, copies=40)
+    assert big.stat().st_size > 2 * 4 * 2**20  # more than two polls' reads
+    rows = [json.loads(line) for line in REAL_VERL.read_text().splitlines()]
+
+    def row(run_id: str, step: int) -> bytes:
+        return (json.dumps({**rows[1], "run_id": run_id, "step": step}) + "\n").encode()
+
+    small.write_bytes(row("small", 0))
+    clock = ManualClock(1_000.0)
+    watcher = Watcher([big, small], clock)
+    runs = watcher.monitor.runs
+    watcher.poll()  # the small log's backlog and the first chunk of the big one's
+    assert runs["small"].last_ts is None and runs["big"].last_ts is None
+    clock.advance(10.0)
+    append(small, row("small", 1))
+    watcher.poll()
+    assert runs["small"].last_ts == 1_010.0  # live: stamped when read
+    assert runs["big"].last_ts is None  # still its backlog
+    while watcher.behind:
+        clock.advance(1.0)
+        watcher.poll()
+    assert runs["big"].last_ts is None and watcher.stats.events == len(steps) + 2
+    clock.advance(5.0)
+    append(big, row("big", steps[-1] + 1))
+    watcher.poll()
+    assert runs["big"].last_ts == clock.now()

@@ -9,7 +9,12 @@ once with the events that became readable since the last call (never a partial l
 line counts once its newline is written). Text logs keep their reader's state across polls
 (a console log's progress bar, a W&B header): the reader runs in a thread of its own, fed the
 new lines one poll at a time, so that each poll returns only when every line handed over has
-been read.
+been read. A poll reads at most ``max_read_bytes`` of a text log (:data:`READ_BYTES`): a log
+of many gigabytes is replayed a few megabytes at a time, never held whole.
+
+A follower made with ``replay=True`` (what its path held when following began is a backlog,
+read first) says when it has read that backlog (:attr:`Follower.caught_up`); what it reads
+after is what the trainer writes now.
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from ._tensorboard import _scalars
 from .files import FileSource, default_run_id, list_directory, unreadable
 from .formats import READERS, detect_format
 
-__all__ = ["Directory", "Follower", "follow"]
+__all__ = ["READ_BYTES", "Directory", "Follower", "follow"]
 
-_CHUNK = 1 << 20
+#: The most bytes one poll reads of a text log (whole lines of it; the rest waits).
+READ_BYTES = 4 * 2**20
 _FLUSH = object()
 _STOP = object()
 #: How long a poll waits for a text reader to take the lines it was given.
@@ -49,9 +55,31 @@ class Follower:
 
     path: Path
     format: str
+    #: whether what the path held when following began was read as a backlog
+    replay: bool = True
+    _polled: bool = False
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether the backlog is read: what this follower reads from now on was written
+        after following began. (A follower that reads its path whole at each poll has caught
+        up once it has polled.)"""
+        return self._polled or not self.replay
+
+    @property
+    def behind(self) -> bool:
+        """Whether the last poll left bytes unread that were there to read (a bounded read
+        of a large log): the next poll need not wait."""
+        return False
 
     def poll(self) -> list[Event]:
         raise NotImplementedError
+
+    def poll_each(self) -> list[tuple[list[Event], bool]]:
+        """:meth:`poll`, per followed log: each one's events, and whether that log had caught
+        up before this poll (its events are then being written now)."""
+        live = self.caught_up
+        return [(self.poll(), live)]
 
     def close(self) -> list[Event]:
         return []
@@ -65,19 +93,36 @@ def follow(
     on_problem: Report,
     max_line_bytes: int = 16 * 2**20,
     on_open: Opened | None = None,
+    replay: bool = True,
+    max_read_bytes: int = READ_BYTES,
 ) -> Follower:
     """A follower for a file or a directory (which need not hold any log yet).
 
-    A file's format is detected from its first bytes, so it must exist and hold some."""
+    A file's format is detected from its first bytes, so it must exist and hold some.
+    ``replay=False``: what the path holds now was written since following began (it
+    appeared later), so the follower has caught up from the start."""
     p = Path(path)
+    follower: Follower
     if p.is_dir():
-        return Directory(p, format, run_id, on_problem, max_line_bytes, on_open)
+        return Directory(
+            p,
+            format,
+            run_id,
+            on_problem,
+            max_line_bytes,
+            on_open,
+            replay=replay,
+            max_read_bytes=max_read_bytes,
+        )
     fmt = format or detect_format(p)
     if fmt == "tensorboard":
-        return TensorBoardDir(p, run_id, on_problem)
-    if fmt == "hf":
-        return RewrittenDocument(p, fmt, run_id, on_problem)
-    return TextLog(p, fmt, run_id, on_problem, max_line_bytes)
+        follower = TensorBoardDir(p, run_id, on_problem)
+    elif fmt == "hf":
+        follower = RewrittenDocument(p, fmt, run_id, on_problem)
+    else:
+        follower = TextLog(p, fmt, run_id, on_problem, max_line_bytes, max_read_bytes)
+    follower.replay = replay
+    return follower
 
 
 class _FedContext(ReadContext):
@@ -101,17 +146,34 @@ class _FedContext(ReadContext):
 
 
 class TextLog(Follower):
-    """A line-per-record log (streamwatch, verl and flat JSONL, console logs, W&B CSV)."""
+    """A line-per-record log (streamwatch, verl and flat JSONL, console logs, W&B CSV).
+
+    A poll reads at most ``max_read_bytes`` (whole lines: a last line without its newline
+    waits for the next poll). The part of a line kept for the next poll is bounded by
+    ``max_line_bytes``: a longer line is set aside with its reason, never held. The backlog
+    is what the file held when following began; :attr:`caught_up` once it is read."""
 
     def __init__(
-        self, path: Path, fmt: str, run_id: str | None, report: Report, max_line_bytes: int
+        self,
+        path: Path,
+        fmt: str,
+        run_id: str | None,
+        report: Report,
+        max_line_bytes: int,
+        max_read_bytes: int = READ_BYTES,
     ) -> None:
         self.path = path
         self.format = fmt
         self.stats = ReadStats()
         self._report = report
         self._limit = max_line_bytes
+        self._read_bytes = max_read_bytes
+        try:
+            self._backlog = path.stat().st_size
+        except FileNotFoundError:
+            self._backlog = 0
         self._offset = 0
+        self._size = 0  # the file's size at the last poll
         self._partial = b""
         self._skipping = False  # inside a line longer than the limit
         self._lineno = 0
@@ -134,6 +196,14 @@ class TextLog(Follower):
         )
         self._thread.start()
 
+    @property
+    def caught_up(self) -> bool:
+        return not self.replay or self._offset >= self._backlog
+
+    @property
+    def behind(self) -> bool:
+        return self._offset < self._size
+
     def _read(self, ctx: ReadContext) -> None:
         for event in READERS[self.format](ctx):
             self._events.append(event)
@@ -141,7 +211,7 @@ class TextLog(Follower):
 
     def _new_lines(self) -> Iterator[tuple[int, bytes]]:
         try:
-            size = self.path.stat().st_size
+            size = self._size = self.path.stat().st_size
         except FileNotFoundError:
             return
         if size < self._offset:  # rewritten from scratch: start again
@@ -149,11 +219,12 @@ class TextLog(Follower):
                 Problem(f"{self.path}:{self._lineno}", "file got shorter: read again from the top")
             )
             self._offset, self._partial, self._skipping = 0, b"", False
+            self._backlog = 0  # what it holds now was written since
         if size == self._offset:
             return
         with open(self.path, "rb") as fh:
             fh.seek(self._offset)
-            data = fh.read(size - self._offset)
+            data = fh.read(min(size - self._offset, self._read_bytes))
         self._offset += len(data)
         self.stats.bytes_read = self._offset
         *complete, rest = (self._partial + data).split(b"\n")
@@ -228,6 +299,7 @@ class RewrittenDocument(Follower):
         return True
 
     def poll(self) -> list[Event]:
+        self._polled = True
         try:
             info = self.path.stat()
         except FileNotFoundError:
@@ -285,6 +357,7 @@ class TensorBoardDir(Follower):
                 self._files[f] = _EventFile(f)
 
     def poll(self) -> list[Event]:
+        self._polled = True
         self._discover()
         out: list[Event] = []
         quiet: set[str] = set(self._pending)
@@ -354,9 +427,14 @@ class Directory(Follower):
         max_line_bytes: int,
         on_open: Opened | None = None,
         max_logs: int = MAX_FOLLOWED_LOGS,
+        *,
+        replay: bool = True,
+        max_read_bytes: int = READ_BYTES,
     ) -> None:
         self.path = path
         self.format = "directory"
+        self.replay = replay
+        self._read_bytes = max_read_bytes
         self._max_logs = max_logs
         self._format = format
         self._run_id = run_id
@@ -372,6 +450,9 @@ class Directory(Follower):
         self._new: list[Follower] = []
 
     def _add(self, key: Path, follower: Follower) -> None:
+        # what the directory held at its first look is its backlog; a log that appears
+        # later was written since
+        follower.replay = self.replay and not self._polled
         self.children[key] = follower
         self._new.append(follower)
 
@@ -418,20 +499,36 @@ class Directory(Follower):
         if fmt == "hf":
             self._add(log, RewrittenDocument(log, fmt, self._run_id, self._report))
         elif fmt != "tensorboard":
-            self._add(log, TextLog(log, fmt, self._run_id, self._report, self._limit))
+            text = TextLog(log, fmt, self._run_id, self._report, self._limit, self._read_bytes)
+            self._add(log, text)
 
     def _text_logs(self) -> int:
         return sum(isinstance(c, TextLog) for c in self.children.values())
 
+    @property
+    def caught_up(self) -> bool:
+        return all(child.caught_up for child in self.children.values()) and (
+            self._polled or not self.replay
+        )
+
+    @property
+    def behind(self) -> bool:
+        return any(child.behind for child in self.children.values())
+
     def poll(self) -> list[Event]:
+        return [e for events, _ in self.poll_each() for e in events]
+
+    def poll_each(self) -> list[tuple[list[Event], bool]]:
         self._discover()
-        out: list[Event] = []
+        self._polled = True
+        out: list[tuple[list[Event], bool]] = []
         new, self._new = self._new, []
         for child in self.children.values():
+            live = child.caught_up
             events = child.poll()
             if child in new and self._on_open is not None:
                 self._on_open(child, events)
-            out.extend(events)
+            out.append((events, live))
         return out
 
     def close(self) -> list[Event]:
