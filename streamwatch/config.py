@@ -289,6 +289,11 @@ class DriftSettings(_Section):
         "beyond 4 sds, of host memory, is 3.5%)",
     )
     severity: Severity = Severity.INFO
+    falling_ok: tuple[str, ...] = Field(
+        ("*memory*",),
+        description="metric globs whose fall is no failure: memory that falls is freed (an "
+        "EasyR1 run's host memory 160 -> 142 GB); a rise is reported",
+    )
     ignore: tuple[str, ...] = Field(
         (
             "training/global_step",

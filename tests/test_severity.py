@@ -35,6 +35,10 @@ def history(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def values(path: Path, metric: str) -> dict[int, float]:
+    return {e.step: e.metrics[metric] for e in read_events([path]) if metric in e.metrics}
+
+
 def run(rows: list[dict[str, float]]) -> list[Incident]:
     monitor = Monitor()
     out = [
@@ -268,14 +272,14 @@ CS336_MASKED = RUNS / "cs336-grpo-gsm8k-qwen2.5-math-1.5b-masked-normalize" / "m
 def test_entropy_falling_below_a_tenth_while_held_out_accuracy_holds_is_info() -> None:
     # CS336 GRPO runs: token entropy 0.92 at step 1, 0.026 (0.098x its reference) from step
     # 96 on, held-out accuracy 0.86 at step 100 and 0.88 at 200 (1,024 problems a eval).
-    # One info a run: its fast fall while the run learns, said once; the level below a
-    # tenth of its start, judged in the same context (sharpening, then converged), is no
-    # warning, and no second info either (a warning would be announced)
+    # Its fast fall to 0.21-0.25x its start by step 50 while the run learns is no incident;
+    # below a tenth of its start it is one info a run, said once (sharpening), no warning
     for path in (CS336, CS336_MASKED):
         entropy = [i for i in fired(path) if i.kind == "entropy_collapse"]
         assert [i.severity for i in entropy] == [Severity.INFO], path
-        assert entropy[0].evidence["ratio_to_reference"] < 0.3
-        assert entropy[0].evidence["because"][-1] == "info: the run is still learning"
+        assert 90 <= entropy[0].step <= 105
+        assert entropy[0].evidence["ratio_to_reference"] < 0.1
+        assert "sharpening" in entropy[0].evidence["because"][-1]
 
 
 def test_the_same_entropy_with_the_held_out_accuracy_falling_warns() -> None:
@@ -299,9 +303,44 @@ def test_the_same_entropy_with_the_held_out_accuracy_falling_warns() -> None:
 def test_an_entropy_falling_faster_than_its_trend_at_0_86x_its_start_is_no_collapse() -> None:
     # verl on-policy distillation (output.log): actor/entropy 0.25 over the first steps,
     # 0.215 at step 85, a fall faster than its own trend with the train score flat; the
-    # held-out AIME reward goes -0.77 -> -0.59 over the run
+    # held-out AIME reward goes -0.77 -> -0.59 over the run; at its lowest 0.65x its start:
+    # a change of pace, no collapse, no incident (an info at step 85 before)
     path = RUNS / "verl-opd-aime-qwen2-3b-do7bl4gg" / "output.log"
-    entropy = [i for i in fired(path) if i.kind == "entropy_collapse"]
-    assert [(i.step, i.severity) for i in entropy] == [(85, Severity.INFO)]
-    assert 0.8 < entropy[0].evidence["ratio_to_reference"] < 0.9
-    assert "not a collapse yet" in entropy[0].evidence["because"][-1]
+    entropy = values(path, "actor/entropy")
+    start = [entropy[s] for s in sorted(entropy)[:5]]
+    ratio = entropy[85] / (sum(start) / len(start))
+    assert 0.8 < ratio < 0.9 and min(entropy.values()) / (sum(start) / len(start)) > 0.6
+    assert [i for i in fired(path) if i.kind == "entropy_collapse"] == []
+
+
+# -- generic drift: where the metric has been, memory freed ------------------------------------
+
+EASYR1 = RUNS / "easyr1-grpo-geometry3k-vl3b" / "experiment_log_before_resume_step160.jsonl"
+ROLL = RUNS / "roll-grpo-rubric-ifeval-qwen3-4b" / "metrics.jsonl"
+
+
+def test_a_format_accuracy_dipping_inside_its_range_while_the_run_learns_is_no_drift() -> None:
+    """The CS336 masked-normalize run: format accuracy 0.18 at step 1, 0.98 over steps
+    40-55, 0.78-0.87 over 62-68 and 0.96 again by step 73, held-out accuracy rising: a dip
+    to where the run has been. No drift incident (an info at step 70 on two copies before)."""
+    fmt = values(CS336_MASKED, "rollout/format_accuracy")
+    assert round(fmt[1], 2) == 0.18 and min(fmt[s] for s in range(62, 69)) < 0.87
+    assert fmt[73] > 0.95
+    assert [i for i in fired(CS336_MASKED) if i.kind == "metric_drift"] == []
+
+
+def test_host_memory_that_falls_is_no_drift_and_device_memory_that_rises_is_info() -> None:
+    """EasyR1 geometry3k: host memory 160 GB over steps 6-90, 142 GB from step ~100 (118 at
+    its first step): freed, no incident. ROLL IFEval: the peak device memory fraction
+    0.82-0.84 over its first 100 steps, 0.87 from step ~105: a rise beyond its range,
+    said (info)."""
+    host = values(EASYR1, "perf/cpu_memory_used_gb")
+    assert 155 < host[50] < 165 and host[120] < 145
+    assert [i for i in fired(EASYR1) if i.kind == "metric_drift"] == []
+    device = values(ROLL, "system/peak_memory_fraction")
+    assert max(device[s] for s in device if s < 95) < 0.85 < device[110]
+    drift = [i for i in fired(ROLL) if i.kind == "metric_drift"]
+    assert [(i.metric, i.severity) for i in drift] == [
+        ("system/peak_memory_fraction", Severity.INFO)
+    ]
+    assert drift[0].evidence["after"] > drift[0].evidence["range_high"]

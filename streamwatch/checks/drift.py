@@ -68,6 +68,7 @@ class DriftColumn:
         "scale",
         "settings",
         "warm",
+        "warm_range",
         "window",
     )
 
@@ -84,6 +85,7 @@ class DriftColumn:
         self.history: deque[float] = deque(maxlen=_HISTORY)
         self.armed = 0
         self.reference: Reference | None = None
+        self.warm_range = (math.inf, -math.inf)  # its warm-up's lowest and highest values
 
     def _new_window(self) -> AdaptiveWindowing:
         s = self.settings
@@ -101,6 +103,7 @@ class DriftColumn:
         self.center = center = median(warm)
         mad = 1.4826 * median(abs(v - center) for v in warm)
         self.scale = mad or abs(center) * 0.01 or 1.0
+        self.warm_range = (min(warm), max(warm))
         self.warm = None
 
     def changed(self) -> None:
@@ -134,6 +137,8 @@ class DriftColumn:
             return None
         self.armed = 0
         rel = f"{(recent - before) / abs(before):+.0%}" if before else "from zero"
+        # the range it has shown: its warm-up and the values before the change
+        low, high = min(self.warm_range[0], ref.low), max(self.warm_range[1], ref.high)
         return Finding(
             Kind.METRIC_DRIFT,
             self.indicator,
@@ -149,6 +154,8 @@ class DriftColumn:
                 "change": change,
                 "noise_sd": ref.noise,
                 "change_sds": abs(change) / ref.noise if ref.noise else math.inf,
+                "range_low": low,
+                "range_high": high,
             },
         )
 
@@ -160,7 +167,7 @@ class Reference(NamedTuple):
     the step-to-step trend between the halves' medians; ``ahead`` is how many steps the last
     value is past the newer half's centre; ``noise`` is the sd of the values (a trend only
     makes it larger; a series that takes a few values, a batch maximum, changes by whole
-    jumps).
+    jumps); ``low`` and ``high`` their range.
 
     >>> ref = Reference.of([float(i % 2) for i in range(20)])
     >>> ref.level, ref.noise, ref.expected(3.0, 10.0)
@@ -175,6 +182,8 @@ class Reference(NamedTuple):
     slope: float
     ahead: float
     noise: float
+    low: float
+    high: float
 
     @classmethod
     def of(cls, values: list[float]) -> Reference | None:
@@ -184,7 +193,7 @@ class Reference(NamedTuple):
         slope = (newer - older) / (n / 2.0)  # the halves' centres are n / 2 steps apart
         mean = math.fsum(values) / n
         sd = math.sqrt(math.fsum([(v - mean) ** 2 for v in values]) / n)
-        ref = cls(median(values), newer, slope, (n - half - 1) / 2.0, sd)
+        ref = cls(median(values), newer, slope, (n - half - 1) / 2.0, sd, min(values), max(values))
         return ref if all(map(math.isfinite, ref)) else None
 
     def expected(self, recent: float, ahead: float) -> float:
