@@ -1,7 +1,9 @@
-"""Real healthy GRPO runs (hard negatives): replayed, they must raise no warning."""
+"""Real healthy GRPO runs (hard negatives): replayed, they must raise no warning; the
+healthy-labelled runs of the corpus manifest no critical, and few info incidents, each once."""
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -48,3 +50,32 @@ def test_no_warning_or_critical_incident(path: Path) -> None:
 
 def describe(inc: Incident) -> str:
     return f"step {inc.step} {inc.severity.value} {inc.kind} on {inc.metric}: {inc.message}"
+
+
+# -- the healthy-labelled runs of the corpus manifest (tests/data/real/runs.toml) -------------
+
+MANIFEST = Path(__file__).parent / "data" / "real" / "runs.toml"
+
+
+def _healthy_manifest_runs() -> dict[str, Path]:
+    with MANIFEST.open("rb") as f:
+        runs = tomllib.load(f)["run"]
+    return {r["id"]: MANIFEST.parent / r["file"] for r in runs if r["label"] == "healthy"}
+
+
+HEALTHY = _healthy_manifest_runs()
+
+
+def test_the_manifest_has_twenty_healthy_runs() -> None:
+    assert len(HEALTHY) >= 20
+
+
+@pytest.mark.parametrize("path", list(HEALTHY.values()), ids=list(HEALTHY))
+def test_a_healthy_run_is_told_a_few_things_once_and_stopped_never(path: Path) -> None:
+    """What a person watching a run that ends well sees: no critical (the default stop rule
+    acts on one), at most two info incidents in all, and no fingerprint told twice."""
+    fired = [i for i in replayed(path).incidents if i.status is Status.FIRING]
+    assert not [describe(i) for i in fired if i.severity is Severity.CRITICAL]
+    info = [i.id for i in fired if i.severity is Severity.INFO]
+    assert len(info) <= 2, [describe(i) for i in fired]
+    assert len(set(info)) == len(info)
