@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fnmatch
 from bisect import insort
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -41,6 +40,7 @@ from streamwatch.checks.context import RunContext
 from streamwatch.checks.judge import judge
 from streamwatch.config import EngineConfig
 from streamwatch.cost import CostMeter
+from streamwatch.detectors import Recent
 from streamwatch.events import Problem
 from streamwatch.incidents import Finding, Incident, IncidentBook, Kind, Severity, Status
 from streamwatch.indicators import Indicator
@@ -224,7 +224,7 @@ class Series:
         # the only source, while there is one value a step (its step is not kept in last_step)
         self.solo: str | None = None
         # the newest (step, value) pairs of a series that projections read
-        self.window: deque[tuple[int, float]] | None = None
+        self.window: Recent | None = None
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -307,7 +307,7 @@ class RunState:
         cap = self.cfg.length.max_response_length
         series = Series(metric, name, indicator, checks, drift, straggler, component, cap)
         if indicator in _PROJECTED:
-            series.window = deque(maxlen=self.cfg.projection.window)
+            series.window = Recent(self.cfg.projection.window)
         self.series[metric] = series
         return series
 
@@ -437,7 +437,7 @@ class RunState:
         graced = step <= self.grace_until
         window = s.window
         if window is not None:
-            window.append((step, x))
+            window.add(step, x)
         for check in s.checks:
             if graced and not _GRACED.isdisjoint(check.kinds):
                 continue
@@ -670,11 +670,10 @@ class RunState:
         if goal is None:
             return None
         cfg = self.cfg.projection
-        steps = [float(t) for t, _ in s.window]
         sparse = s.indicator is _HELDOUT
         return project(
-            steps,
-            [x for _, x in s.window],
+            s.window.steps(),
+            s.window.values(),
             goal.level,
             rising=goal.rising,
             scales=goal.scales,

@@ -8,6 +8,6 @@ for good); the Monitor reports non-finite values as their own incident.
 from streamwatch.detectors.ewma import Ewma
 from streamwatch.detectors.persistence import Persistence
 from streamwatch.detectors.trend import TrendBreak, trend_break
-from streamwatch.detectors.window import Window
+from streamwatch.detectors.window import Recent, Window
 
-__all__ = ["Ewma", "Persistence", "TrendBreak", "Window", "trend_break"]
+__all__ = ["Ewma", "Persistence", "Recent", "TrendBreak", "Window", "trend_break"]

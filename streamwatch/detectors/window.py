@@ -1,8 +1,9 @@
-"""A bounded window of recent values with robust statistics."""
+"""Bounded windows of recent values: robust statistics, and the newest (step, value) pairs."""
 
 from __future__ import annotations
 
 import math
+from array import array
 from bisect import bisect_left, insort
 from collections import deque
 
@@ -67,6 +68,59 @@ class Window:
             return (self.median(), math.nan)
         m = self.median()
         return m, 1.4826 * _deviation_median(ordered, m)
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Recent:
+    """The newest ``size`` (step, value) pairs of a series, oldest first, kept in two rings of
+    doubles (no object per value): what a projection fits when an incident is raised.
+
+    >>> r = Recent(3)
+    >>> for step in range(1, 6):
+    ...     r.add(step, step / 10)
+    >>> r.steps(), r.values(), len(r)
+    ([3.0, 4.0, 5.0], [0.3, 0.4, 0.5], 3)
+    """
+
+    __slots__ = ("n", "size", "start", "step_ring", "value_ring")
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        self.size = size
+        self.step_ring = array("d", bytes(8 * size))
+        self.value_ring = array("d", bytes(8 * size))
+        self.n = 0  # pairs kept
+        self.start = 0  # the oldest's place, once the rings are full
+
+    def add(self, step: int, x: float) -> None:
+        n = self.n
+        if n < self.size:
+            i = n
+            self.n = n + 1
+        else:
+            i = self.start
+            self.start = i + 1 if i + 1 < n else 0
+        self.step_ring[i] = float(step)
+        self.value_ring[i] = x
+
+    def clear(self) -> None:
+        self.n = self.start = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def steps(self) -> list[float]:
+        return self._oldest_first(self.step_ring)
+
+    def values(self) -> list[float]:
+        return self._oldest_first(self.value_ring)
+
+    def _oldest_first(self, ring: array[float]) -> list[float]:
+        n, start = self.n, self.start
+        if n < self.size:
+            return ring[:n].tolist()
+        return ring[start:].tolist() + ring[:start].tolist()
 
 
 def _deviation_median(ordered: list[float], m: float) -> float:
