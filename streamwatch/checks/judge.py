@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from dataclasses import replace
 
 from streamwatch.checks.context import RunContext
 from streamwatch.config import EngineConfig
@@ -55,7 +54,10 @@ def judge(f: Finding, ctx: RunContext, cfg: EngineConfig) -> Finding | None:
         return None
     evidence = dict(f.evidence)
     evidence["because"] = because
-    return replace(f, severity=graded, evidence=evidence)
+    # built directly: dataclasses.replace reads the class's fields anew at every finding
+    return Finding(
+        f.kind, f.indicator, f.metric, graded, f.step, f.message, evidence, f.onset_step, f.rule
+    )
 
 
 def _decide(severity: Severity, why: str, because: list[str]) -> Severity:
