@@ -5,6 +5,7 @@ a finding asks of a person, and every incident says why (``evidence.because``)."
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ RUNS = Path(__file__).parent / "data" / "real" / "runs"
 REAL = Path(__file__).parent / "data" / "real"
 HUMANEVAL = RUNS / "unsloth-grpo-humaneval-qwen3-4b" / "checkpoint-1134" / "trainer_state.json"
 GSM8K = RUNS / "unsloth-grpo-gsm8k-qwen" / "checkpoint-250" / "trainer_state.json"
+MINESWEEPER = RUNS / "unsloth-grpo-minesweeper-20b" / "checkpoint-500" / "trainer_state.json"
 
 
 def fired(path: Path, config: Config | None = None) -> list[Incident]:
@@ -121,7 +123,50 @@ def test_the_same_truncation_not_falling_with_a_flat_reward_warns_then_pages() -
     ]
     found = [i for i in run(rows) if i.kind == "truncation_saturation"]
     assert [i.severity for i in found] == [Severity.WARNING, Severity.CRITICAL]
-    assert found[0].step == 10 and found[1].step == 20  # hold_steps, critical_steps
+    # warned once its Kendall interval shuts out a fall that would halve it in 200 steps
+    # (long before hold_steps), critical at critical_steps
+    assert found[0].step == 15 and found[1].step == 20
+    assert "not falling" in found[0].evidence["because"][-1]
+
+
+def test_a_real_clip_ratio_stuck_near_80_percent_beside_a_flat_reward_warns_then_pages() -> None:
+    """Unsloth's Minesweeper GRPO (gpt-oss-20b), its last 21 logs (steps 300-500, every 10
+    steps): 76-88% of completions truncated at every log, the reward wandering between -8.4
+    and 10.3 with no trend. Not near 1, so no warning at once; a warning once its interval
+    shuts out a fall that would halve it in 200 steps (the 9th log), critical after 20."""
+    rows = [r for r in history(MINESWEEPER) if r["step"] >= 300]
+    assert len(rows) == 21 and all(0.76 <= r["completions/clipped_ratio"] <= 0.88 for r in rows)
+    monitor = Monitor()
+    out = []
+    for r in rows:
+        metrics = {k: r[k] for k in ("completions/clipped_ratio", "reward")}
+        out += monitor.process(Event(run_id="r", step=r["step"], metrics=metrics))
+    found = [u for u in out + monitor.flush() if u.kind == "truncation_saturation"]
+    assert [(u.step, u.severity) for u in found if u.status is Status.FIRING] == [
+        (380, Severity.WARNING),
+        (490, Severity.CRITICAL),
+    ]
+    assert "not falling" in found[0].evidence["because"][-1]
+
+
+def test_a_noisy_sparse_falling_clip_ratio_beside_a_rising_reward_never_warns() -> None:
+    """The second healthy family's shape (benchmarks/healthy_family.py): a tight cap with
+    75% of completions cut, falling to 5% as the reward climbs (the policy learns to finish),
+    under Student-t noise of 15% of the level, logged every 5 steps. At its 10th log its
+    fall is not shown yet: held, then info once the fall shows; never a warning."""
+    rng = random.Random(7)
+    rows = []
+    for step in range(5, 305, 5):
+        progress = 1.0 - math.exp(-step / 200)
+        t = rng.gauss(0, 1) / math.sqrt(sum(rng.gauss(0, 1) ** 2 for _ in range(3)) / 3)
+        clip = (0.75 - 0.7 * progress) * (1.0 + 0.15 * t / math.sqrt(3.0))
+        reward = 0.2 + 0.7 * progress + rng.gauss(0, 0.03)
+        rows.append((step, {"completions/clipped_ratio": clip, "reward": reward}))
+    monitor = Monitor()
+    out = [u for step, m in rows for u in monitor.process(Event(run_id="r", step=step, metrics=m))]
+    found = [u for u in out + monitor.flush() if u.kind == "truncation_saturation"]
+    assert found and all(u.severity is Severity.INFO for u in found)
+    assert found[0].step > 50 and "falling" in found[0].evidence["because"][-1]
 
 
 def test_length_growth_with_few_truncations_and_a_flat_high_reward_is_not_a_warning() -> None:

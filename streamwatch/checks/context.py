@@ -26,6 +26,7 @@ from collections import deque
 
 from mypy_extensions import mypyc_attr
 
+from streamwatch.checks.course import Course
 from streamwatch.config import ContextSettings
 
 __all__ = ["CONTEXT_SIGNALS", "Direction", "RunContext"]
@@ -144,6 +145,7 @@ class RunContext:
         "step",
         "t",
         "truncation",
+        "truncation_course",
         "values",
         "varied_step",
         "zero_grad_step",
@@ -158,6 +160,7 @@ class RunContext:
         self.reward = Direction(settings.reward_window, settings.min_points)
         self.heldout = Direction(settings.heldout_window, settings.min_evals)
         self.truncation = Direction(settings.truncation_window, settings.min_points)
+        self.truncation_course = Course(settings.course_window)  # its robust direction
         self.length = Direction(settings.length_window, settings.min_points)
         self.step = -1  # of the latest values
         # the train reward's range over the whole run, and its best before the latest step
@@ -207,6 +210,7 @@ class RunContext:
                     self.heldout_start.append(x)
         elif signal == "truncation_ratio":
             self.truncation.update(x)
+            self.truncation_course.update(step, x)
         elif signal == "response_length":
             self.length.update(x)
         else:

@@ -85,16 +85,24 @@ def _truncation(
             return _decide(_CRITICAL, why, because)
         return _decide(_WARNING, "one step so far, no second signal", because)
     smooth = float(f.evidence["smoothed"])
-    trunc = ctx.truncation
-    because.append(ctx.trend_words("truncation_ratio", trunc))
-    way = trunc.way(ctx.t)
-    learning = _learning(ctx, because)
+    course = ctx.truncation_course
+    z = ctx.s.course_t
+    low, slope, high = course.bounds(z)
+    # which way it moves now: its last truncation_window values
+    now_low, now_slope, now_high = course.bounds(z, ctx.s.truncation_window)
     if f.rule == "trend":  # a climb above its own trend, below the level rules
+        because.append(ctx.trend_words("truncation_ratio", ctx.truncation))
+        learning = _learning(ctx, because)
         rising = ctx.length.way(ctx.t) > 0
         because.append(ctx.trend_words("response_length", ctx.length))
         if rising and not learning:
             return _decide(_WARNING, "the length climbs with it, the reward does not", because)
         return _decide(_INFO, "a low clip ratio climbing, no second signal", because)
+    because.append(_course_words(course.median(), len(course), low, slope, high))
+    if len(course) > ctx.s.truncation_window:
+        n = ctx.s.truncation_window
+        because.append(_course_words(math.nan, n, now_low, now_slope, now_high))
+    learning = _learning(ctx, because)
     near_one = smooth >= s.truncation_absolute_critical
     if second:
         # a second signal of the same step: this step's own ratio counts, not only the
@@ -104,26 +112,42 @@ def _truncation(
             return _decide(_CRITICAL, "high, and the batch taught nothing", because)
         return _decide(_WARNING, "high, and the batch taught nothing", because)
     steps = int(f.evidence.get("steps_high", 0))
-    if not trunc.known:
+    if len(course) < ctx.s.min_points:
         return None  # a few steps of a high ratio prove nothing before its direction is known
-    if way > 0:  # climbing into the cap: the opposite of being fixed
+    if now_low > 0.0:  # shown to climb into the cap: the opposite of being fixed
         if near_one and steps >= ctx.s.min_points:
             return _decide(_CRITICAL, f"near 1 and rising for {steps} steps", because)
         return _decide(_WARNING, "high and rising", because)
     if steps < ctx.s.min_points:
         return None
-    if way < 0 and ctx.reward.way(ctx.t) >= 0:
-        why = "high but falling: the policy learns to finish before the cap"
-        return _decide(_INFO, why + ("" if learning else " (the reward not falling)"), because)
-    if way >= 0 and near_one:
-        return _decide(_CRITICAL, f"near 1 and not falling for {steps} steps", because)
-    if way >= 0 and smooth >= s.truncation_critical and steps >= ctx.s.critical_steps:
-        return _decide(_CRITICAL, f"high and not falling for {steps} steps", because)
-    if steps < ctx.s.hold_steps and way >= 0:
-        return None  # a noisy ratio's slow fall takes more steps to show
-    if way < 0:
+    if high < 0.0 or now_high < 0.0:  # shown to fall
+        if ctx.reward.way(ctx.t) >= 0:
+            why = "high but falling: the policy learns to finish before the cap"
+            return _decide(_INFO, why + ("" if learning else " (the reward not falling)"), because)
         return _decide(_WARNING, "falling, but so is the reward", because)
-    return _decide(_WARNING, "high and not falling", because)
+    if near_one:
+        return _decide(_CRITICAL, f"near 1 and not falling for {steps} steps", because)
+    # the slowest fall that is the policy learning to finish: halving within fix_steps
+    fix = ctx.s.fix_steps
+    steady = low > -smooth / (2.0 * fix)
+    if steady and smooth >= s.truncation_critical and steps >= ctx.s.critical_steps:
+        return _decide(_CRITICAL, f"high and not falling for {steps} steps", because)
+    if steady:
+        why = f"high and not falling (not even fast enough to halve in {fix} steps)"
+        return _decide(_WARNING, why, because)
+    if steps >= ctx.s.hold_steps:
+        return _decide(_WARNING, f"high for {steps} steps with no fall shown", because)
+    return None  # a noisy ratio's slow fall takes more steps to show
+
+
+def _course_words(median: float, n: int, low: float, slope: float, high: float) -> str:
+    """The clip ratio's robust direction, in words."""
+    what = "rising" if low > 0.0 else ("falling" if high < 0.0 else "not decided")
+    level = "" if median != median else f"median {median:.3g}; "
+    return (
+        f"truncation_ratio {what} ({level}Theil-Sen {slope:+.3g} a step, "
+        f"interval {low:+.3g}..{high:+.3g}, over its last {n} values)"
+    )
 
 
 def _length(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) -> Severity:
