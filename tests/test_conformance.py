@@ -36,8 +36,12 @@ from streamwatch.monitor import Monitor
 _E = EngineConfig()
 
 
-class Screened(Check):
-    """The drift screen of one metric, seen as a per-step check."""
+class Screened:
+    """The drift screen of one metric, seen as a per-step check.
+
+    A plain class, not a subclass of ``Check``: in the compiled build a snapshot of an
+    interpreted subclass of a native class keeps only the native class's attributes.
+    """
 
     kinds: tuple[Kind, ...] = DriftColumn.kinds
 
@@ -54,7 +58,7 @@ def _noisy(n: int, level: float, sd: float, seed: int) -> list[float]:
 
 
 #: name -> (make the check, a constant healthy level, a stream that turns unhealthy at 150)
-CASES: dict[str, tuple[Callable[[], Check], float, list[float]]] = {
+CASES: dict[str, tuple[Callable[[], Check | Screened], float, list[float]]] = {
     "entropy": (
         lambda: EntropyCheck("entropy", "actor/entropy", _E.entropy),
         0.4,
@@ -99,7 +103,7 @@ CASES: dict[str, tuple[Callable[[], Check], float, list[float]]] = {
 CHECKS = sorted(CASES)
 
 
-def feed(check: Check, values: Iterable[float], start: int = 0) -> list[Finding]:
+def feed(check: Check | Screened, values: Iterable[float], start: int = 0) -> list[Finding]:
     out: list[Finding] = []
     for step, x in enumerate(values, start=start):
         found = check.update(step, x)
