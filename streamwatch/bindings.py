@@ -32,6 +32,9 @@ class RunBindings:
     bound: list[Binding] = field(default_factory=list)
     #: metrics that match an indicator another metric feeds (generic checks)
     outranked: list[tuple[str, str]] = field(default_factory=list)
+    #: metrics that fed an indicator until they stopped being logged: (metric, indicator,
+    #: the step it was last logged at), generic checks since
+    retired: list[tuple[str, str, int]] = field(default_factory=list)
     #: metrics that match no indicator (generic checks)
     unmapped: list[str] = field(default_factory=list)
 
@@ -74,6 +77,8 @@ def run_bindings(monitor: Monitor, limit: int = MAX_RUNS) -> list[RunBindings]:
             ind = resolve(metric)
             if ind is None:
                 rb.unmapped.append(metric)
+            elif metric in run.retired:
+                rb.retired.append((metric, ind.value, run.retired[metric]))
             else:
                 rb.outranked.append((metric, ind.value))
         out.append(rb)
@@ -96,6 +101,11 @@ def format_bindings(runs: list[RunBindings], indent: str = "  ") -> list[str]:
             lines.append(f"{indent}  no metric feeds an indicator (add aliases to the config)")
         for metric, ind in rb.outranked:
             lines.append(f"{indent}  {metric}: matches {ind}, outranked (generic checks)")
+        for metric, ind, last in rb.retired:
+            lines.append(
+                f"{indent}  {metric}: fed {ind} until it stopped being logged after step "
+                f"{last} (generic checks)"
+            )
         if rb.unmapped:
             shown = ", ".join(rb.unmapped[:_SHOWN_UNMAPPED])
             extra = len(rb.unmapped) - _SHOWN_UNMAPPED

@@ -117,6 +117,8 @@ class Monitor:
             run.value(s, src, step, x, origin)
         if generic:
             run.screened(step, generic, metrics)
+        if run.claims:
+            run.claimed(step, metrics)
         run.end_event(step)
         stats = self.stats
         stats.events += 1

@@ -46,7 +46,7 @@ from streamwatch.incidents import Finding, Incident, IncidentBook, Kind, Severit
 from streamwatch.indicators import Indicator
 from streamwatch.projection import PROJECTED, project, target
 
-__all__ = ["RunState", "Series"]
+__all__ = ["Claim", "RunState", "Series"]
 
 _CORE = {
     Indicator.LOSS,
@@ -57,6 +57,13 @@ _CORE = {
     Indicator.TOKEN_PROB,
 }
 _PER_SOURCE = {Indicator.STEP_TIME: True, Indicator.THROUGHPUT: False}
+#: indicators another metric takes over when the bound one stops being logged. Evaluations
+#: log their metrics together, so a held-out metric missing from evaluations that carry
+#: another is gone (a verl run of the corpus logs val-core/<ds>/acc/mean@16 at step 0 only,
+#: val-aux/<ds>/reward/mean@16 at every evaluation)
+_HANDED_OVER = frozenset({Indicator.HELDOUT_REWARD})
+#: evaluations in a row without the bound metric before another takes its indicator
+HANDOVER_AFTER = 3
 _FEEDS_HACKING = {Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD}
 # members read on the hot path (an enum's attribute lookup is slow)
 _TRAIN, _HELDOUT = Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD
@@ -228,6 +235,49 @@ class Series:
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Claim:
+    """An outranked metric of an indicator that can be handed over (``_HANDED_OVER``): it
+    takes the indicator once the bound metric has missed ``HANDOVER_AFTER`` of its
+    evaluations in a row, unless the two were seen on different cadences (the bound one came
+    back after missing some).
+
+    >>> claim = Claim(Indicator.HELDOUT_REWARD, 7)
+    >>> [claim.seen(step, -0.7, owner_last=0) for step in (0, 10, 20, 30, 40)]
+    [False, False, False, False, True]
+    >>> claim.recent
+    [(10, -0.7), (20, -0.7), (30, -0.7), (40, -0.7)]
+    """
+
+    __slots__ = ("apart", "indicator", "last", "missed", "rank", "recent")
+
+    def __init__(self, indicator: Indicator, rank: int) -> None:
+        self.indicator = indicator
+        self.rank = rank
+        self.last = -1  # the step it was last logged at
+        self.missed = 0  # its evaluations in a row that the bound metric missed
+        self.apart = False  # the bound metric came back after missing: another cadence
+        self.recent: list[tuple[int, float]] = []  # its newest values, replayed on handover
+
+    def seen(self, step: int, x: float, owner_last: int) -> bool:
+        """Its finite value at ``step``, the bound metric last logged at ``owner_last``:
+        should it take the indicator over now? An evaluation is judged once a later one
+        arrives (the bound metric may come in another event of the same step)."""
+        if step <= self.last:
+            return False
+        if self.last >= 0:
+            if owner_last >= self.last:
+                self.apart = self.apart or self.missed > 0
+                self.missed = 0
+            else:
+                self.missed += 1
+        self.last = step
+        self.recent.append((step, x))
+        if len(self.recent) > HANDOVER_AFTER + 1:
+            del self.recent[0]
+        return not self.apart and self.missed >= HANDOVER_AFTER
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class RunState:
     run_id: str
@@ -236,6 +286,8 @@ class RunState:
     series: dict[str, Series] = field(default_factory=dict)
     bound: dict[Indicator, str] = field(default_factory=dict)
     bound_rank: dict[Indicator, int] = field(default_factory=dict)  # the rank of each bound
+    claims: dict[str, Claim] = field(default_factory=dict)  # outranked, may take over
+    retired: dict[str, int] = field(default_factory=dict)  # handed over -> its last step
     hacking: HackingCheck = field(init=False)
     signal: NoSignalCheck = field(init=False)
     cap: CapCheck = field(init=False)
@@ -286,6 +338,8 @@ class RunState:
                 self.bound[indicator] = owner = metric
                 self.bound_rank[indicator] = rank
             if owner != metric:
+                if indicator in _HANDED_OVER:
+                    self.claims[metric] = Claim(indicator, rank)
                 indicator = None  # a second metric for the same indicator: generic checks
             elif indicator is Indicator.LOSS:
                 self.loss_metric = metric
@@ -319,6 +373,41 @@ class RunState:
             self.loss_metric = None
         if self.series.pop(owner, None) is not None:
             self.new_series(owner, None)
+
+    def claimed(self, step: int, metrics: Mapping[str, float]) -> None:
+        """This event's values of the metrics that claim a bound indicator (:class:`Claim`):
+        the best-ranked one whose bound metric has stopped being logged takes it over."""
+        best: tuple[int, str] | None = None
+        for metric, claim in self.claims.items():
+            x = metrics.get(metric)
+            owner = self.bound.get(claim.indicator)
+            if x is None or x - x != 0.0 or owner is None:
+                continue
+            taking = claim.seen(step, x, self.series[owner].judged)
+            if taking and (best is None or (claim.rank, metric) < best):
+                best = (claim.rank, metric)
+        if best is not None:
+            self._hand_over(best[1])
+
+    def _hand_over(self, metric: str) -> None:
+        """``metric`` feeds its claimed indicator from now on, beginning with its recent
+        values; what the run's context and checks saw of the one before is forgotten."""
+        claim = self.claims.pop(metric)
+        indicator = claim.indicator
+        owner = self.bound[indicator]
+        self.retired[owner] = self.series[owner].judged
+        self._unbind(indicator, owner)
+        self.series.pop(metric, None)
+        s = self.new_series(metric, indicator, claim.rank)
+        if indicator is _HELDOUT:
+            self.ctx.forget_heldout()
+            self.hacking.forget_heldout()
+        for other in self.claims.values():
+            if other.indicator is indicator:
+                other.missed = 0
+        for step, x in claim.recent:
+            s.judged = step
+            self.check(s, step, x)
 
     def refuse(self, metric: str, step: int, origin: str) -> None:
         """A metric beyond the run's bound: its value is set aside, once reported."""

@@ -192,3 +192,75 @@ def test_field_rows_in_a_users_own_names_need_no_alias(case: str) -> None:
     (run,) = by_words.bindings
     words = {b.metric: b.indicator for b in run.bound if b.pattern}
     assert spec["aliases"].items() <= words.items()
+
+
+# -- a held-out metric that stops being logged hands its indicator over ---------------------
+
+OPD_LOG = Path(__file__).parent / "data" / "real" / "runs" / "verl-opd-aime-qwen2-3b-do7bl4gg"
+
+
+def test_a_held_out_metric_logged_once_hands_over_to_the_one_logged_at_every_evaluation() -> None:
+    """A verl run of the corpus logs val-core/aime_2024/acc/mean@16 at step 0 only and
+    val-aux/aime_2024/reward/mean@16 at every evaluation (every 10 steps, -0.77 -> -0.59):
+    after three evaluations without the first, the second feeds the held-out reward, which
+    the run's context then reads (before, its held-out reward was one value)."""
+    from streamwatch.bindings import format_bindings
+    from streamwatch.replay import replay_files
+
+    result = replay_files([OPD_LOG / "output.log"])
+    [rb] = result.bindings
+    fed = {b.indicator: b.metric for b in rb.bound}
+    assert fed["heldout_reward"] == "val-aux/aime_2024/reward/mean@16"
+    assert rb.retired == [("val-core/aime_2024/acc/mean@16", "heldout_reward", 0)]
+    text = "\n".join(format_bindings(result.bindings))
+    assert "val-core/aime_2024/acc/mean@16: fed heldout_reward until it stopped" in text
+    # the run's findings are judged with that held-out reward in view
+    because = [
+        line
+        for i in result.incidents
+        if i.kind == "truncation_saturation"
+        for line in i.evidence["because"]
+    ]
+    assert any(line.startswith("heldout_reward ") for line in because), because
+
+
+def _evals(monitor: Monitor, steps: range, owner_every: int) -> None:
+    for step in steps:
+        metrics = {"val-aux/gsm8k/reward/mean@4": 0.5 + step / 1000}
+        if step % owner_every == 0:
+            metrics["val-core/gsm8k/acc/mean@4"] = 0.4 + step / 1000
+        monitor.process(Event(run_id="r", step=step, metrics=metrics))
+
+
+def test_a_held_out_metric_on_its_own_slower_cadence_keeps_its_indicator() -> None:
+    # the better-ranked one every third evaluation of the other: never a handover
+    monitor = Monitor()
+    _evals(monitor, range(0, 400, 10), owner_every=30)
+    assert bound(monitor, "r")["heldout_reward"] == "val-core/gsm8k/acc/mean@4"
+
+
+def test_a_held_out_metric_in_another_event_of_the_same_step_keeps_its_indicator() -> None:
+    # one event per evaluation dataset, the bound one's after the other's (TRL logs an
+    # evaluation of several datasets this way)
+    monitor = Monitor()
+    for step in range(0, 200, 10):
+        for name, x in [("val-aux/gsm8k/reward/mean@4", 0.5), ("val-core/gsm8k/acc/mean@4", 0.4)]:
+            monitor.process(Event(run_id="r", step=step, metrics={name: x}))
+    assert bound(monitor, "r")["heldout_reward"] == "val-core/gsm8k/acc/mean@4"
+
+
+def test_a_handover_forgets_the_old_scale_and_survives_a_snapshot() -> None:
+    import pickle
+
+    monitor = Monitor()
+    _evals(monitor, range(0, 30, 10), owner_every=1)  # both logged together at 0, 10, 20
+    _evals(monitor, range(30, 50, 10), owner_every=1000)  # then the accuracy no more
+    run = monitor.runs["r"]
+    copy = pickle.loads(pickle.dumps(run))
+    _evals(monitor, range(50, 70, 10), owner_every=1000)
+    assert bound(monitor, "r")["heldout_reward"] == "val-aux/gsm8k/reward/mean@4"
+    # the context holds the new metric's values only: its recent ones, replayed
+    assert list(run.ctx.heldout.values) == [0.53, 0.54, 0.55, 0.56]
+    assert run.retired == {"val-core/gsm8k/acc/mean@4": 20}
+    assert copy.bound[Indicator.HELDOUT_REWARD] == "val-core/gsm8k/acc/mean@4"
+    assert copy.claims["val-aux/gsm8k/reward/mean@4"].missed == 1

@@ -255,6 +255,14 @@ class RunContext:
         self.varied_step = step
 
     # -- what the checks' findings are judged by ------------------------------------------
+    def forget_heldout(self) -> None:
+        """Another metric feeds the held-out reward from now on: what was seen of the one
+        before is forgotten (its scale may differ: an accuracy, then a reward)."""
+        self.heldout = Direction(self.s.heldout_window, self.s.min_evals)
+        self.heldout_low = math.inf
+        self.heldout_high = -math.inf
+        self.heldout_start = []
+
     def learning(self) -> bool:
         """Is the run still learning: its train reward or its held-out reward rising?"""
         return self.reward.way(self.t) > 0 or self.heldout.way(self.t) > 0

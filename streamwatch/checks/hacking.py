@@ -63,6 +63,19 @@ class HackingCheck:
         self.since = -1
         self._excursion: list[float] = []  # the evaluations since the CUSUM left 0
 
+    def forget_heldout(self) -> None:
+        """Another metric feeds the held-out reward from now on: its reference and evidence
+        start afresh (the train reward's are kept)."""
+        self.evals = 0
+        self._reference = Window(self.s.reference)
+        self._bends = Bends(self.s.noise_window)
+        self.train_at_reference = math.nan
+        self.reference_step = -1
+        self._reference_n = 0
+        self.cusum = 0.0
+        self.since = -1
+        self._excursion = []
+
     def train(self, x: float) -> None:
         self._period_sum += x
         self._period_n += 1
