@@ -114,6 +114,39 @@ def test_truncation_that_is_being_fixed_while_the_reward_climbs_is_info() -> Non
     assert "falling" in found[0].evidence["because"][-1]
 
 
+def test_answers_shortening_as_that_truncation_falls_are_no_collapse() -> None:
+    """The same run with its mean length logged: a 1,024-token cap, the length following the
+    clip ratio down (the cut completions are the long ones), 2% batch noise. Answers that
+    shorten as fewer hit the cap, the reward climbing, are the policy learning to finish."""
+    clip = [0.79, 0.77, 0.75, 0.74, 0.70, 0.68, 0.64, 0.61, 0.57, 0.54, 0.50, 0.46]
+    clip += [0.46 - 0.012 * k for k in range(1, 49)]
+    reward = [0.08 + 0.015 * k + 0.02 * (-1) ** k for k in range(60)]
+    rng = random.Random(5)
+    rows = [
+        {
+            "response_length/clip_ratio": c,
+            "critic/score/mean": r,
+            "response_length/mean": 1024 * (0.3 + 0.7 * c) * (1 + 0.02 * rng.gauss(0, 1)),
+        }
+        for c, r in zip(clip, reward, strict=True)
+    ]
+    found = [i for i in run(rows) if i.kind == "length_collapse"]
+    assert found, "the fall is seen"
+    assert all(i.severity is Severity.INFO for i in found), [i.message for i in found]
+    assert "learning to finish" in found[0].evidence["because"][-1]
+
+
+def test_a_real_collapse_to_one_token_answers_with_the_reward_falling_still_pages() -> None:
+    """verl on-policy distillation, Qwen3-4B (failing in the corpus): mean length about
+    1,800 tokens, 88 at step 9, 1 from step 12; the score -0.68 -> -1.0."""
+    path = RUNS / "verl-opd-aime-qwen3-4b-i80f2v90" / "output.log"
+    found = [i for i in fired(path) if i.kind == "length_collapse"]
+    assert [(i.step, i.severity) for i in found] == [
+        (11, Severity.WARNING),
+        (12, Severity.CRITICAL),
+    ]
+
+
 def test_the_same_truncation_not_falling_with_a_flat_reward_warns_then_pages() -> None:
     clip = [0.79 + 0.01 * (-1) ** k for k in range(40)]
     reward = [0.08 + 0.02 * (-1) ** k for k in range(40)]

@@ -38,6 +38,8 @@ def judge(f: Finding, ctx: RunContext, cfg: EngineConfig) -> Finding | None:
         graded = _truncation(f, ctx, cfg, because)
     elif kind is Kind.LENGTH_EXPLOSION:
         graded = _length(f, ctx, cfg, because)
+    elif kind is Kind.LENGTH_COLLAPSE:
+        graded = _shortening(f, ctx, because)
     elif kind is Kind.ENTROPY_COLLAPSE or kind is Kind.ENTROPY_BLOWUP:
         graded = _entropy(f, ctx, cfg, because)
     elif kind is Kind.METRIC_SPIKE:
@@ -177,6 +179,20 @@ def _length(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) 
     if at_cap or t_way > 0:
         return _decide(_WARNING, "running into the cap", because)
     return _decide(_WARNING, "the reward does not pay for it", because)
+
+
+def _shortening(f: Finding, ctx: RunContext, because: list[str]) -> Severity:
+    """Answers that shorten while fewer of them are cut at the cap, the reward not falling,
+    are the policy learning to finish (the falling truncation of the table's first row seen
+    from the length); a collapse is a shortening the reward pays for with a fall (a verl
+    distillation run of the corpus: 1,800 tokens to 1, its score -0.68 to -1.0)."""
+    trunc = ctx.truncation
+    because.append(ctx.trend_words("truncation_ratio", trunc))
+    because.append(ctx.trend_words("train_reward", ctx.reward))
+    if trunc.way(ctx.t) < 0 and ctx.reward.way(ctx.t) >= 0:
+        why = "fewer completions cut at the cap, the reward not falling: learning to finish"
+        return _decide(_INFO, why, because)
+    return _decide(f.severity, "the check's own rule", because)
 
 
 def _entropy(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) -> Severity | None:
