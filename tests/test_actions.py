@@ -608,3 +608,19 @@ def test_check_config_lists_the_actions_and_refuses_one_on_info(
     assert main(["check-config", str(path)]) == 2
     err = capsys.readouterr().err
     assert "actions.0" in err and "never on info" in err
+
+
+def test_two_writers_of_one_action_log_keep_each_other_s_records(tmp_path: Path) -> None:
+    """The workers of ``run --workers`` share the action log: one compacting it keeps the
+    other's newest records too (before, it rewrote the file with its own only), and a
+    restart reads both."""
+    path = tmp_path / "actions.jsonl"
+    books = [ActionLog(path, keep=100), ActionLog(path, keep=100)]
+    for k in range(250):  # each compacts past 200 lines
+        for w, book in enumerate(books):
+            book.add(ActionRecord(f"w{w}", f"i{k}", "entropy_collapse", "stop", "stop", "done", k))
+    kept = ActionLog(path, keep=100).records()
+    assert [(r.run_id, r.step) for r in kept] == [
+        (f"w{w}", k) for k in range(200, 250) for w in (0, 1)
+    ]
+    assert len(path.read_text().splitlines()) <= 3 * 100  # bounded, whoever compacts
