@@ -759,3 +759,71 @@ def test_the_run_command_gives_the_service_the_ledgers_selectors(tmp_path: Path)
     assert s.ledger_baseline == ("tag:arm=base", "base-*")
     assert s.ledger_candidates == (("kl=tag:arm=kl", "KL penalty 0.05"),)
     assert (s.ledger_correction, s.ledger_max_runs) == ("bh", 64)
+
+
+# -- a consumer that stays out of its group is replaced -------------------------------------
+
+
+class _StuckClient:
+    """Stands for a kafka-python ``KafkaConsumer`` (the third-party client, not our code):
+    its group membership state is what the test says."""
+
+    made = 0
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+        self.subscribed: list[tuple[list[str], Any]] = []
+        self.closed = False
+        _StuckClient.made += 1
+
+    def subscribe(self, topics: list[str], listener: Any) -> None:
+        self.subscribed.append((topics, listener))
+
+    def poll(self, timeout_ms: int) -> dict[Any, Any]:
+        return {}
+
+    def group_metadata(self) -> Any:
+        from kafka.structs import ConsumerGroupMetadata
+
+        return ConsumerGroupMetadata("g", 3, "m-1", None, self.state)
+
+    def close(self, autocommit: bool, timeout_ms: int) -> None:
+        self.closed = True
+
+
+def test_a_consumer_out_of_its_group_too_long_is_replaced_and_subscribed_as_before(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from kafka.structs import MemberState
+
+    from streamwatch.live.kafka import KafkaGroupConsumer
+
+    clock = ManualClock(0.0)
+    first = _StuckClient(MemberState.STABLE)
+    made: list[_StuckClient] = []
+
+    def make() -> _StuckClient:
+        made.append(_StuckClient(MemberState.REBALANCING))
+        return made[-1]
+
+    consumer = KafkaGroupConsumer(first, make=make, stuck_after=30.0, clock=clock)
+    consumer.subscribe("metrics", NoListener())
+    consumer.poll(10)
+    first.state = MemberState.REBALANCING  # a rebalance: out of the group for a while
+    clock.advance(29.0)
+    consumer.poll(10)
+    assert not made  # a rebalance may take this long
+    clock.advance(2.0)
+    with caplog.at_level(logging.WARNING, logger="streamwatch.live.kafka"):
+        consumer.poll(10)
+    [second] = made
+    assert first.closed and not second.closed
+    assert second.subscribed == [(["metrics"], first.subscribed[0][1])]  # the same listener
+    assert "not a stable member of group g for 31 s" in caplog.text
+    assert consumer.replaced == 1
+    second.state = MemberState.STABLE  # it joins: the clock starts again
+    consumer.poll(10)
+    clock.advance(25.0)
+    second.state = MemberState.REBALANCING
+    consumer.poll(10)
+    assert len(made) == 1

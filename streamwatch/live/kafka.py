@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import IllegalStateError, KafkaError, RetriableError
+from kafka.structs import MemberState
 
 from streamwatch.clock import Clock, SystemClock
 from streamwatch.kafka_tools import TopicSpec, ensure_topics
@@ -26,8 +28,14 @@ from streamwatch.sinks.kafka import make_producer
 
 __all__ = ["KafkaBroker", "KafkaGroupConsumer", "KafkaTopicReader"]
 
+log = logging.getLogger(__name__)
+
 _READ_TIMEOUT_S = 120.0
 _CALL_TIMEOUT_MS = 60_000
+#: a consumer that has not been a stable member of its group for this many session timeouts
+#: (at least ``_STUCK_MIN_S``) is replaced by a new one
+_STUCK_SESSIONS = 5
+_STUCK_MIN_S = 30.0
 
 
 class KafkaBroker:
@@ -63,22 +71,28 @@ class KafkaBroker:
         return ensure_topics(self.client_kwargs, specs)
 
     def consumer(self, group: str, topics: Iterable[str]) -> KafkaGroupConsumer:
-        consumer = KafkaConsumer(
-            **self.client_kwargs,
-            group_id=group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=self.fetch_max_wait_ms,
-            session_timeout_ms=self.session_timeout_ms,
-            heartbeat_interval_ms=max(self.session_timeout_ms // 4, 250),
-            max_partition_fetch_bytes=max(self.max_message_bytes + 4096, 1_048_576),
-            metadata_max_age_ms=30_000,
-        )
-        # With the topics' partitions known before the first join, the first assignment is
-        # not empty (an empty one waits for the next metadata refresh to be corrected).
-        for topic in topics:
-            consumer.partitions_for_topic(topic)
-        return KafkaGroupConsumer(consumer)
+        names = list(topics)
+
+        def make() -> Any:
+            consumer = KafkaConsumer(
+                **self.client_kwargs,
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=self.fetch_max_wait_ms,
+                session_timeout_ms=self.session_timeout_ms,
+                heartbeat_interval_ms=max(self.session_timeout_ms // 4, 250),
+                max_partition_fetch_bytes=max(self.max_message_bytes + 4096, 1_048_576),
+                metadata_max_age_ms=30_000,
+            )
+            # With the topics' partitions known before the first join, the first assignment
+            # is not empty (an empty one waits for the next metadata refresh to be corrected).
+            for topic in names:
+                consumer.partitions_for_topic(topic)
+            return consumer
+
+        stuck_after = max(_STUCK_SESSIONS * self.session_timeout_ms / 1000, _STUCK_MIN_S)
+        return KafkaGroupConsumer(make(), make=make, stuck_after=stuck_after, clock=self.clock)
 
     def reader(self) -> KafkaTopicReader:
         return KafkaTopicReader(self.client_kwargs, self.clock)
@@ -107,20 +121,69 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class KafkaGroupConsumer:
-    """A kafka-python ``KafkaConsumer`` as a :class:`~streamwatch.live.consumer.Consumer`."""
+    """A kafka-python ``KafkaConsumer`` as a :class:`~streamwatch.live.consumer.Consumer`.
 
-    def __init__(self, consumer: Any) -> None:
+    With ``make``, a consumer that stays out of its group (not a stable member) for
+    ``stuck_after`` seconds while polling is replaced by a new one, subscribed as it was: a
+    kafka-python 3.0 consumer was seen to wait on its second JoinGroup for good (the broker
+    had dropped the member), idle while its peer owned every partition.
+    """
+
+    def __init__(
+        self,
+        consumer: Any,
+        *,
+        make: Callable[[], Any] | None = None,
+        stuck_after: float = _STUCK_MIN_S,
+        clock: Clock | None = None,
+    ) -> None:
         self._consumer = consumer
+        self._make = make
+        self.stuck_after = stuck_after
+        self.clock = clock or SystemClock()
+        self._stable_at = self.clock.monotonic()
+        self._subscribed: tuple[str, _Listener] | None = None
+        self.replaced = 0  # consumers replaced for staying out of the group
 
     def subscribe(self, topic: str, listener: RebalanceListener) -> None:
-        self._consumer.subscribe([topic], listener=_Listener(listener))
+        self._subscribed = (topic, _Listener(listener))
+        self._consumer.subscribe([topic], listener=self._subscribed[1])
 
     def poll(self, timeout_ms: int) -> Mapping[Partition, Sequence[Record]]:
         try:
             batch: Mapping[Partition, Sequence[Record]] = self._consumer.poll(timeout_ms=timeout_ms)
         except RetriableError as exc:  # the broker restarts, say: the client reconnects
             raise BrokerUnavailable(str(exc)) from exc
+        self._watch()
         return batch  # kafka-python's TopicPartition is a (topic, partition) named tuple too
+
+    def _watch(self) -> None:
+        """Replace a consumer that has stayed out of its group too long."""
+        now = self.clock.monotonic()
+        meta = self._consumer.group_metadata()
+        if meta.state == MemberState.STABLE:
+            self._stable_at = now
+            return
+        waited = now - self._stable_at
+        if self._make is None or self._subscribed is None or waited < self.stuck_after:
+            return
+        log.warning(
+            "not a stable member of group %s for %.0f s (%s, generation %s): a new consumer "
+            "joins in its place",
+            meta.group_id,
+            waited,
+            meta.state,
+            meta.generation_id,
+        )
+        old, self._consumer = self._consumer, self._make()
+        topic, listener = self._subscribed
+        self._consumer.subscribe([topic], listener=listener)
+        self._stable_at = now
+        self.replaced += 1
+        try:
+            old.close(autocommit=False, timeout_ms=5_000)
+        except KafkaError as exc:
+            log.warning("closing the replaced consumer: %s", exc)
 
     def seek(self, partition: Partition, offset: int) -> None:
         try:
