@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import deque
 from typing import TYPE_CHECKING
 
 from mypy_extensions import mypyc_attr
@@ -45,6 +44,7 @@ class TrendBreak:
     __slots__ = (
         "_abs",
         "clip",
+        "head",
         "lag",
         "mode",
         "n",
@@ -81,7 +81,10 @@ class TrendBreak:
         self.threshold = threshold
         self.clip = clip
         self.settle = settle
-        self.ring: deque[float] = deque(maxlen=lag + span + 1)
+        # the last lag + span + 1 values: a list used as a ring (a native list is indexed
+        # and stored into without a method call in the compiled build; a deque is not)
+        self.ring: list[float] = []
+        self.head = 0  # the oldest value's place, once the ring is full
         self.n = 0
         self._abs = 0.0
         self.scale = math.nan
@@ -92,13 +95,23 @@ class TrendBreak:
         if y - y != 0.0:  # nan or inf: ignored
             return False
         ring = self.ring
-        ring.append(y)
+        span = self.span
+        size = self.lag + span + 1
+        if len(ring) < size:
+            ring.append(y)
+            head = 0
+        else:
+            head = self.head
+            ring[head] = y
+            head = head + 1 if head + 1 < size else 0
+            self.head = head
         n = self.n
-        if n < self.settle and len(ring) <= self.lag + self.span:
+        if n < self.settle and len(ring) < size:
             return False
         # the departure from the prediction, in the direction watched
-        then = ring[self.span]
-        slope = (then - ring[0]) / self.span
+        i = head + span
+        then = ring[i if i < size else i - size]
+        slope = (then - ring[head]) / span
         if self.sign > 0.0:
             r = y - then - (slope * self.lag if slope > 0.0 else 0.0)
         else:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 from array import array
-from bisect import bisect_left, insort
-from collections import deque
 
 from mypy_extensions import mypyc_attr
 
@@ -24,24 +22,32 @@ class Window:
     (2.0, True)
     """
 
-    __slots__ = ("ordered", "size", "values")
+    __slots__ = ("head", "ordered", "size", "values")
 
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         self.size = size
-        self.values: deque[float] = deque()
+        # in arrival order: a list used as a ring (the compiled build indexes and stores into
+        # a native list without a method call), its oldest at ``head`` once full
+        self.values: list[float] = []
+        self.head = 0
         self.ordered: list[float] = []
 
     def update(self, x: float) -> None:
         if x - x != 0.0:  # nan or inf
             return
         values = self.values
-        if len(values) == self.size:
-            ordered = self.ordered
-            del ordered[bisect_left(ordered, values.popleft())]
-        values.append(x)
-        insort(self.ordered, x)
+        ordered = self.ordered
+        size = self.size
+        if len(values) < size:
+            values.append(x)
+        else:
+            head = self.head
+            del ordered[_place(ordered, values[head])]
+            values[head] = x
+            self.head = head + 1 if head + 1 < size else 0
+        ordered.insert(_after(ordered, x), x)
 
     @property
     def full(self) -> bool:
@@ -49,6 +55,11 @@ class Window:
 
     def __len__(self) -> int:
         return len(self.values)
+
+    def arrived(self) -> list[float]:
+        """The values kept, oldest first."""
+        head = self.head
+        return self.values[head:] + self.values[:head]
 
     def median(self) -> float:
         ordered = self.ordered
@@ -123,6 +134,39 @@ class Recent:
         return ring[start:].tolist() + ring[:start].tolist()
 
 
+def _place(ordered: list[float], x: float) -> int:
+    """The first place in ``ordered`` whose value is not below ``x`` (``bisect_left``, written
+    out: compiled, it compares doubles, where the C function compares Python objects).
+
+    >>> _place([1.0, 2.0, 2.0, 3.0], 2.0), _place([1.0, 2.0], 5.0), _place([], 1.0)
+    (1, 2, 0)
+    """
+    lo, hi = 0, len(ordered)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ordered[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _after(ordered: list[float], x: float) -> int:
+    """The first place in ``ordered`` whose value is above ``x`` (``bisect_right``).
+
+    >>> _after([1.0, 2.0, 2.0, 3.0], 2.0)
+    3
+    """
+    lo, hi = 0, len(ordered)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < ordered[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def _deviation_median(ordered: list[float], m: float) -> float:
     """The median of ``|v - m|`` over sorted values: below ``m`` the deviations rise going
     down, above it going up, so a walk outwards from ``m`` meets them in order and stops
@@ -132,7 +176,7 @@ def _deviation_median(ordered: list[float], m: float) -> float:
     1.5
     """
     n = len(ordered)
-    above = bisect_left(ordered, m)
+    above = _place(ordered, m)
     below = above - 1
     prev = cur = 0.0
     for _ in range(n // 2 + 1):
