@@ -170,12 +170,23 @@ class HackingCheck:
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Bends:
     """Noise of a series from its second differences: the clipped root mean square of the
-    last ``size`` of them, over sqrt(6)."""
+    last ``size`` of them, over sqrt(6). The differences are kept in arrival order only (a
+    list used as a ring): their spread is needed at evaluations, not at every value, so they
+    are ordered then.
 
-    __slots__ = ("_bends", "_last", "_last2")
+    >>> b = Bends(50)
+    >>> for y in [0.1, 0.3, 0.2, 0.4, 0.3, 0.5]:
+    ...     b.update(y)
+    >>> round(b.noise(), 4)
+    0.1225
+    """
+
+    __slots__ = ("_head", "_last", "_last2", "_ring", "size")
 
     def __init__(self, size: int) -> None:
-        self._bends = Window(size)
+        self.size = size
+        self._ring: list[float] = []
+        self._head = 0  # the oldest's place, once the ring is full
         self._last = math.nan
         self._last2 = math.nan
 
@@ -183,16 +194,27 @@ class Bends:
         if not math.isfinite(y):
             return
         if math.isfinite(self._last2):
-            self._bends.update(y - 2.0 * self._last + self._last2)
+            bend = y - 2.0 * self._last + self._last2
+            ring = self._ring
+            if len(ring) < self.size:
+                ring.append(bend)
+            else:
+                head = self._head
+                ring[head] = bend
+                self._head = head + 1 if head + 1 < self.size else 0
         self._last2, self._last = self._last, y
 
     @property
     def ready(self) -> bool:
-        return len(self._bends) >= 3
+        return len(self._ring) >= 3
 
     def noise(self) -> float:
-        values = self._bends.values
-        limit = 4.0 * self._bends.robust_sd()
+        head = self._head
+        values = self._ring[head:] + self._ring[:head]  # oldest first
+        window = Window(len(values))
+        for b in values:
+            window.update(b)
+        limit = 4.0 * window.robust_sd()
         total = 0.0
         for b in values:
             total += min(b * b, limit * limit)
