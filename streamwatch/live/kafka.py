@@ -33,9 +33,10 @@ log = logging.getLogger(__name__)
 _READ_TIMEOUT_S = 120.0
 _CALL_TIMEOUT_MS = 60_000
 #: a consumer that has not been a stable member of its group for this many session timeouts
-#: (at least ``_STUCK_MIN_S``) is replaced by a new one
-_STUCK_SESSIONS = 5
-_STUCK_MIN_S = 30.0
+#: (at least ``_STUCK_MIN_S``) is replaced by a new one: a rebalance of members that poll
+#: every 0.2 s, as the service's do, takes a few seconds
+_STUCK_SESSIONS = 3
+_STUCK_MIN_S = 15.0
 
 
 class KafkaBroker:
