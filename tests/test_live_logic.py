@@ -774,6 +774,7 @@ class _StuckClient:
         self.state = state
         self.subscribed: list[tuple[list[str], Any]] = []
         self.closed = False
+        self.assigned: set[Any] = set()
         _StuckClient.made += 1
 
     def subscribe(self, topics: list[str], listener: Any) -> None:
@@ -781,6 +782,9 @@ class _StuckClient:
 
     def poll(self, timeout_ms: int) -> dict[Any, Any]:
         return {}
+
+    def assignment(self) -> set[Any]:
+        return self.assigned
 
     def group_metadata(self) -> Any:
         from kafka.structs import ConsumerGroupMetadata
@@ -809,7 +813,13 @@ def test_a_consumer_out_of_its_group_too_long_is_replaced_and_subscribed_as_befo
     consumer = KafkaGroupConsumer(first, make=make, stuck_after=30.0, clock=clock)
     consumer.subscribe("metrics", NoListener())
     consumer.poll(10)
-    first.state = MemberState.REBALANCING  # a rebalance: out of the group for a while
+    first.state = MemberState.REBALANCING  # out of the group, partitions still held
+    first.assigned = {("metrics", 0)}
+    clock.advance(40.0)
+    consumer.poll(10)
+    assert not made  # a broker away, say: nothing a new consumer would mend
+    first.assigned = set()  # a rebalance: out of the group for a while
+    consumer.poll(10)
     clock.advance(29.0)
     consumer.poll(10)
     assert not made  # a rebalance may take this long

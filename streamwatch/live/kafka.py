@@ -124,8 +124,9 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 class KafkaGroupConsumer:
     """A kafka-python ``KafkaConsumer`` as a :class:`~streamwatch.live.consumer.Consumer`.
 
-    With ``make``, a consumer that stays out of its group (not a stable member) for
-    ``stuck_after`` seconds while polling is replaced by a new one, subscribed as it was: a
+    With ``make``, a consumer that stays out of its group (not a stable member, and holding
+    no partition) for ``stuck_after`` seconds while polling is replaced by a new one,
+    subscribed as it was: a
     kafka-python 3.0 consumer was seen to wait on its second JoinGroup for good (the broker
     had dropped the member), idle while its peer owned every partition.
     """
@@ -162,8 +163,8 @@ class KafkaGroupConsumer:
         """Replace a consumer that has stayed out of its group too long."""
         now = self.clock.monotonic()
         meta = self._consumer.group_metadata()
-        if meta.state == MemberState.STABLE:
-            self._stable_at = now
+        if meta.state == MemberState.STABLE or self._consumer.assignment():
+            self._stable_at = now  # in the group, or still holding partitions
             return
         waited = now - self._stable_at
         if self._make is None or self._subscribed is None or waited < self.stuck_after:
