@@ -151,6 +151,12 @@ class RunContext:
         "zero_grad_step",
     )
 
+    # set by forget_heldout (at the start, and when another metric feeds the held-out)
+    heldout: Direction
+    heldout_low: float
+    heldout_high: float
+    heldout_start: list[float]
+
     def __init__(self, settings: ContextSettings, zero_variance_all: float = 0.99) -> None:
         self.s = settings
         self.t = settings.trend_t
@@ -158,7 +164,6 @@ class RunContext:
         self.min_evals = settings.min_evals
         self.all_alike = zero_variance_all  # a zero-variance fraction that means every group
         self.reward = Direction(settings.reward_window, settings.min_points)
-        self.heldout = Direction(settings.heldout_window, settings.min_evals)
         self.truncation = Direction(settings.truncation_window, settings.min_points)
         self.truncation_course = Course(settings.course_window)  # its robust direction
         self.length = Direction(settings.length_window, settings.min_points)
@@ -169,10 +174,7 @@ class RunContext:
         self.reward_high_seen = 0  # steps that logged exactly that best
         self.reward_high_step = -1  # the first of them
         self.reward_start: list[float] = []  # its first values (``min_points`` of them)
-        # the held-out reward's range over the whole run and its first ``min_evals`` values
-        self.heldout_low = math.inf
-        self.heldout_high = -math.inf
-        self.heldout_start: list[float] = []
+        self.forget_heldout()
         self.solved_told = False  # a batch of solved prompts has been said (once a run)
         self.values: dict[str, float] = {}  # this step's second signals
         # the last step at which each second signal held
@@ -256,9 +258,11 @@ class RunContext:
 
     # -- what the checks' findings are judged by ------------------------------------------
     def forget_heldout(self) -> None:
-        """Another metric feeds the held-out reward from now on: what was seen of the one
-        before is forgotten (its scale may differ: an accuracy, then a reward)."""
+        """The held-out reward afresh: at the start, and when another metric feeds it from
+        then on (what was seen of the one before is forgotten: its scale may differ, an
+        accuracy, then a reward)."""
         self.heldout = Direction(self.s.heldout_window, self.s.min_evals)
+        # its range over the whole run and its first ``min_evals`` values
         self.heldout_low = math.inf
         self.heldout_high = -math.inf
         self.heldout_start = []

@@ -37,6 +37,7 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.config import HackingSettings
 from streamwatch.detectors import Window
+from streamwatch.detectors.window import ring_oldest_first, ring_put
 from streamwatch.incidents import Finding, Kind, Severity
 
 _MIN_NOISE = 1e-3
@@ -52,29 +53,21 @@ class HackingCheck:
         self._period_n = 0
         self.train_level = math.nan  # their mean at the last evaluation
         self._level_n = 0  # ...and how many values it is the mean of
-        self._reference_n = 0  # ...at the reference
         self._train_bends = Bends(settings.noise_window)
+        self.forget_heldout()
+
+    def forget_heldout(self) -> None:
+        """The held-out side afresh: at the start, and when another metric feeds the
+        held-out reward from then on (the train reward's state is kept)."""
         self.evals = 0
-        self._reference = Window(settings.reference)
-        self._bends = Bends(settings.noise_window)
+        self._reference = Window(self.s.reference)
+        self._reference_n = 0  # train values in the period at the reference
+        self._bends = Bends(self.s.noise_window)
         self.train_at_reference = math.nan
         self.reference_step = -1
         self.cusum = 0.0
         self.since = -1
         self._excursion: list[float] = []  # the evaluations since the CUSUM left 0
-
-    def forget_heldout(self) -> None:
-        """Another metric feeds the held-out reward from now on: its reference and evidence
-        start afresh (the train reward's are kept)."""
-        self.evals = 0
-        self._reference = Window(self.s.reference)
-        self._bends = Bends(self.s.noise_window)
-        self.train_at_reference = math.nan
-        self.reference_step = -1
-        self._reference_n = 0
-        self.cusum = 0.0
-        self.since = -1
-        self._excursion = []
 
     def train(self, x: float) -> None:
         self._period_sum += x
@@ -171,8 +164,8 @@ class HackingCheck:
 class Bends:
     """Noise of a series from its second differences: the clipped root mean square of the
     last ``size`` of them, over sqrt(6). The differences are kept in arrival order only (a
-    list used as a ring): their spread is needed at evaluations, not at every value, so they
-    are ordered then.
+    ring, :func:`~streamwatch.detectors.window.ring_put`): their spread is needed at
+    evaluations, not at every value, so they are ordered then.
 
     >>> b = Bends(50)
     >>> for y in [0.1, 0.3, 0.2, 0.4, 0.3, 0.5]:
@@ -195,13 +188,7 @@ class Bends:
             return
         if math.isfinite(self._last2):
             bend = y - 2.0 * self._last + self._last2
-            ring = self._ring
-            if len(ring) < self.size:
-                ring.append(bend)
-            else:
-                head = self._head
-                ring[head] = bend
-                self._head = head + 1 if head + 1 < self.size else 0
+            self._head = ring_put(self._ring, self._head, self.size, bend)
         self._last2, self._last = self._last, y
 
     @property
@@ -209,8 +196,7 @@ class Bends:
         return len(self._ring) >= 3
 
     def noise(self) -> float:
-        head = self._head
-        values = self._ring[head:] + self._ring[:head]  # oldest first
+        values = ring_oldest_first(self._ring, self._head)
         window = Window(len(values))
         for b in values:
             window.update(b)

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from mypy_extensions import mypyc_attr
 
+from streamwatch.detectors.window import ring_put
+
 if TYPE_CHECKING:
     from streamwatch.config import TrendSettings
 
@@ -81,8 +83,7 @@ class TrendBreak:
         self.threshold = threshold
         self.clip = clip
         self.settle = settle
-        # the last lag + span + 1 values: a list used as a ring (a native list is indexed
-        # and stored into without a method call in the compiled build; a deque is not)
+        # the last lag + span + 1 values, a ring (:func:`ring_put`)
         self.ring: list[float] = []
         self.head = 0  # the oldest value's place, once the ring is full
         self.n = 0
@@ -97,14 +98,7 @@ class TrendBreak:
         ring = self.ring
         span = self.span
         size = self.lag + span + 1
-        if len(ring) < size:
-            ring.append(y)
-            head = 0
-        else:
-            head = self.head
-            ring[head] = y
-            head = head + 1 if head + 1 < size else 0
-            self.head = head
+        head = self.head = ring_put(ring, self.head, size, y)
         n = self.n
         if n < self.settle and len(ring) < size:
             return False

@@ -28,8 +28,7 @@ class Window:
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         self.size = size
-        # in arrival order: a list used as a ring (the compiled build indexes and stores into
-        # a native list without a method call), its oldest at ``head`` once full
+        # in arrival order, a ring (:func:`ring_put`), its oldest at ``head`` once full
         self.values: list[float] = []
         self.head = 0
         self.ordered: list[float] = []
@@ -39,14 +38,9 @@ class Window:
             return
         values = self.values
         ordered = self.ordered
-        size = self.size
-        if len(values) < size:
-            values.append(x)
-        else:
-            head = self.head
-            del ordered[_place(ordered, values[head])]
-            values[head] = x
-            self.head = head + 1 if head + 1 < size else 0
+        if len(values) == self.size:
+            del ordered[_place(ordered, values[self.head])]  # the oldest leaves
+        self.head = ring_put(values, self.head, self.size, x)
         ordered.insert(_after(ordered, x), x)
 
     @property
@@ -58,8 +52,7 @@ class Window:
 
     def arrived(self) -> list[float]:
         """The values kept, oldest first."""
-        head = self.head
-        return self.values[head:] + self.values[:head]
+        return ring_oldest_first(self.values, self.head)
 
     def median(self) -> float:
         ordered = self.ordered
@@ -132,6 +125,31 @@ class Recent:
         if n < self.size:
             return ring[:n].tolist()
         return ring[start:].tolist() + ring[:start].tolist()
+
+
+def ring_put(ring: list[float], head: int, size: int, x: float) -> int:
+    """Keep ``x`` in ``ring``, a list used as a ring of ``size`` values whose oldest is at
+    ``head`` once it is full: appended while it is not, else in the oldest's place. Gives the
+    new ``head``. (A native list is indexed and stored into without a method call in the
+    compiled build; a deque is not.)
+
+    >>> ring: list[float] = []
+    >>> head = 0
+    >>> for x in [1.0, 2.0, 3.0, 4.0]:
+    ...     head = ring_put(ring, head, 3, x)
+    >>> ring, head, ring_oldest_first(ring, head)
+    ([4.0, 2.0, 3.0], 1, [2.0, 3.0, 4.0])
+    """
+    if len(ring) < size:
+        ring.append(x)
+        return head
+    ring[head] = x
+    return head + 1 if head + 1 < size else 0
+
+
+def ring_oldest_first(ring: list[float], head: int) -> list[float]:
+    """The values of a ring kept by :func:`ring_put`, oldest first."""
+    return ring[head:] + ring[:head]
 
 
 def _place(ordered: list[float], x: float) -> int:
