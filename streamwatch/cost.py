@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -125,12 +124,24 @@ class CostMeter:
     incident is announced.
     """
 
-    __slots__ = ("_gpus", "_gpus_from", "newest", "probes", "timed_by", "times", "wall", "work")
+    __slots__ = (
+        "_gpus",
+        "_gpus_from",
+        "newest",
+        "probes",
+        "timed_by",
+        "times",
+        "wall",
+        "window",
+        "work",
+    )
 
     def __init__(self, gpus: int | None, window: int = 32) -> None:
         self._gpus = gpus
         self._gpus_from = "config" if gpus is not None else ""
-        self.times: deque[float] = deque(maxlen=window)  # the step-time metric's newest values
+        # the step-time metric's newest values (a list: a deque takes 760 bytes however few)
+        self.times: list[float] = []
+        self.window = window
         self.timed_by = ""  # the step-time metric's name
         self.work = Clock()  # the step-time metric's values, added up
         self.wall = Clock()  # the events' timestamps
@@ -154,7 +165,10 @@ class CostMeter:
         one it was logged at (a framework that logs every 10 steps logs their mean)."""
         if not seconds > 0.0 or step <= self.work.step:
             return
-        self.times.append(seconds)
+        times = self.times
+        times.append(seconds)
+        if len(times) > self.window:
+            del times[0]
         self.timed_by = metric
         steps = step - self.work.step if self.work.step >= 0 else 1
         self.work.add(step, self.work.elapsed + seconds * steps)
@@ -191,7 +205,7 @@ class CostMeter:
             return sum(self.times) / len(self.times), self.timed_by or "step time"
         wall = self.wall
         if wall.points and wall.step > wall.points[0][0]:
-            first = max(wall.step - (self.times.maxlen or 1), wall.points[0][0])
+            first = max(wall.step - (self.window or 1), wall.points[0][0])
             start = wall.at(first)
             if start is not None and wall.elapsed > start:
                 return (wall.elapsed - start) / (wall.step - first), "event timestamps"

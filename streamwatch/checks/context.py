@@ -22,7 +22,6 @@ values, not smoothed ones: smoothing correlates neighbours and makes any slope l
 from __future__ import annotations
 
 import math
-from collections import deque
 
 from mypy_extensions import mypyc_attr
 
@@ -58,15 +57,20 @@ class Direction:
     (-1, -0.021)
     """
 
-    __slots__ = ("least", "values")
+    __slots__ = ("least", "size", "values")
 
     def __init__(self, size: int, least: int) -> None:
-        self.values: deque[float] = deque(maxlen=size)
+        # a list, not a deque: a deque takes 760 bytes however few its values
+        self.values: list[float] = []
+        self.size = size
         self.least = least  # values needed before a direction is known
 
     def update(self, x: float) -> None:
         if x - x == 0.0:  # finite
-            self.values.append(x)
+            values = self.values
+            values.append(x)
+            if len(values) > self.size:
+                del values[0]
 
     @property
     def known(self) -> bool:

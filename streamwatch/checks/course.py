@@ -29,7 +29,6 @@ bound above minus that rate)? Anything else is not decided yet.
 from __future__ import annotations
 
 import math
-from collections import deque
 
 from mypy_extensions import mypyc_attr
 
@@ -40,13 +39,14 @@ __all__ = ["Course"]
 class Course:
     """The last ``size`` finite values of a series with their steps."""
 
-    __slots__ = ("steps", "values")
+    __slots__ = ("size", "steps", "values")
 
     def __init__(self, size: int) -> None:
         if size < 3:
             raise ValueError(f"size must be >= 3, got {size}")
-        self.steps: deque[int] = deque(maxlen=size)
-        self.values: deque[float] = deque(maxlen=size)
+        self.size = size
+        self.steps: list[int] = []  # lists: a deque takes 760 bytes however few its values
+        self.values: list[float] = []
 
     def update(self, step: int, x: float) -> None:
         if x - x != 0.0:  # nan or inf
@@ -56,7 +56,11 @@ class Course:
             steps.pop()
             self.values.pop()
         steps.append(step)
-        self.values.append(x)
+        values = self.values
+        values.append(x)
+        if len(values) > self.size:
+            del steps[0]
+            del values[0]
 
     def __len__(self) -> int:
         return len(self.values)
@@ -74,7 +78,7 @@ class Course:
         fewer than 3 values."""
         xs, ys = self.steps, self.values
         if 0 < last < len(ys):
-            xs, ys = deque(list(xs)[-last:]), deque(list(ys)[-last:])
+            xs, ys = xs[-last:], ys[-last:]
         n = len(ys)
         if n < 3:
             return -math.inf, math.nan, math.inf
@@ -103,7 +107,7 @@ def _quantile(ordered: list[float], rank: float) -> float:
     return ordered[k - 1] + frac * (ordered[k] - ordered[k - 1])
 
 
-def _variance_s(ys: deque[float]) -> float:
+def _variance_s(ys: list[float]) -> float:
     """The variance of Kendall's S with no trend, less what tied values take away."""
     n = len(ys)
     ties: dict[float, int] = {}

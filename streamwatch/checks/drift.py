@@ -28,7 +28,7 @@ by default).
 from __future__ import annotations
 
 import math
-from collections import deque
+from array import array
 from collections.abc import Iterable, Mapping
 from statistics import median
 from typing import ClassVar, NamedTuple
@@ -61,6 +61,7 @@ class DriftColumn:
     __slots__ = (
         "armed",
         "center",
+        "head",
         "history",
         "indicator",
         "metric",
@@ -82,7 +83,9 @@ class DriftColumn:
         self.center = 0.0
         self.scale = 1.0
         self.window = self._new_window()
-        self.history: deque[float] = deque(maxlen=_HISTORY)
+        # its last _HISTORY values, a ring of doubles: no float object a value
+        self.history = array("d")
+        self.head = 0  # where the next value goes once the ring is full (its oldest)
         self.armed = 0
         self.reference: Reference | None = None
         self.warm_range = (math.inf, -math.inf)  # its warm-up's lowest and highest values
@@ -106,12 +109,17 @@ class DriftColumn:
         self.warm_range = (min(warm), max(warm))
         self.warm = None
 
+    def recent(self) -> list[float]:
+        """Its last values, oldest first."""
+        ring, head = self.history, self.head
+        return ring[head:].tolist() + ring[:head].tolist()
+
     def changed(self) -> None:
         """ADWIN found a change: a fresh window (as river's ADWIN starts one on its next
         update); the values before the last ``_SKIP`` (where the change is) become the
         reference, and the next ``_CONFIRM`` steps may show the change's size against it."""
         self.window = self._new_window()
-        values = list(self.history)
+        values = self.recent()
         self.reference = None
         if len(values) >= _SKIP + _MIN_BEFORE:
             self.reference = Reference.of(values[:-_SKIP])
@@ -123,9 +131,8 @@ class DriftColumn:
         self.armed -= 1
         ref = self.reference
         assert ref is not None
-        history = self.history
         # the median of the last values: one slow step (a checkpoint save) is not a shift
-        recent = sorted([history[-1], history[-2], history[-3], history[-4], history[-5]])[2]
+        recent = sorted(self.recent()[-_RECENT:])[_RECENT // 2]
         # steps from the reference's newer half to the recent values' centre
         ahead = ref.ahead + _SKIP + (_CONFIRM - 1 - self.armed) - (_RECENT - 1) / 2
         expected = ref.expected(recent, ahead)
@@ -214,7 +221,13 @@ def screen(step: int, values: Iterable[tuple[DriftColumn, float]]) -> list[Findi
     found: list[Finding] = []
     cols: list[DriftColumn] = []
     for col, x in values:
-        col.history.append(x)
+        ring = col.history
+        if len(ring) < _HISTORY:
+            ring.append(x)
+        else:
+            head = col.head
+            ring[head] = x
+            col.head = head + 1 if head + 1 < _HISTORY else 0
         warm = col.warm
         if warm is not None:
             warm.append(x)
@@ -237,7 +250,7 @@ def _originals(found: list[Finding], cols: list[DriftColumn]) -> list[Finding]:
     all the same, the first by name."""
     kept: list[tuple[Finding, DriftColumn]] = []
     for finding, col in sorted(zip(found, cols, strict=True), key=lambda fc: fc[0].metric):
-        if not any(col.history == other.history for _, other in kept):
+        if not any(col.recent() == other.recent() for _, other in kept):
             kept.append((finding, col))
     return [f for f, _ in kept]
 

@@ -10,7 +10,6 @@ upside down: with ``invert=True`` the check watches ``1 - p``.
 from __future__ import annotations
 
 import math
-from collections import deque
 from statistics import median
 
 from mypy_extensions import mypyc_attr
@@ -41,7 +40,9 @@ class EntropyCheck(Check):
         self._warm: list[float] = []
         self.ref = math.nan
         self._smooth = Ewma(settings.smoothing)
-        self._recent: deque[float] = deque(maxlen=settings.fall_window + 1)
+        # a list: a deque takes 760 bytes however few its values
+        self._recent: list[float] = []  # the last fall_window + 1 smoothed values
+        self._recent_size = settings.fall_window + 1
         self.low = math.inf
         self._collapse = Persistence(2)
         self._blowup = Persistence(2)
@@ -58,7 +59,10 @@ class EntropyCheck(Check):
             if len(self._warm) == self._warmup:
                 self.ref = max(median(self._warm), _FLOOR)
             return []
-        self._recent.append(smooth)
+        recent = self._recent
+        recent.append(smooth)
+        if len(recent) > self._recent_size:
+            del recent[0]
         self.low = min(self.low, smooth)
         log_smooth = math.log(smooth)
         falling = self._falling.update(log_smooth)
@@ -88,7 +92,7 @@ class EntropyCheck(Check):
         r = smooth / self.ref
         if r >= self._no_collapse and not falling:
             return None  # well above every ratio that could be a collapse: the common case
-        full = len(self._recent) == self._recent.maxlen
+        full = len(self._recent) == self._recent_size
         fall = ratio(self._recent[0], smooth) if full else 1.0
         rule = "level"
         if r < self.s.collapse_critical_ratio:

@@ -18,7 +18,6 @@ nothing; a clip ratio that climbs away from its own trend is the same failure bu
 from __future__ import annotations
 
 import math
-from collections import deque
 from statistics import median
 
 from mypy_extensions import mypyc_attr
@@ -49,10 +48,12 @@ class LengthCheck(Check):
         self._warm: list[float] = []
         self.ref = math.nan
         self._smooth = Ewma(settings.smoothing)
-        self._recent: deque[float] = deque(maxlen=settings.growth_window + 1)
+        # lists: a deque takes 760 bytes however few its values
+        self._recent: list[float] = []  # the last growth_window + 1 smoothed values
+        self._recent_size = settings.growth_window + 1
         # (step, smoothed length) of the last explosion_long_window steps: steps, not logged
         # values (a run that logs every 5 steps covers 150 steps in 30 values)
-        self._long: deque[tuple[int, float]] = deque()
+        self._long: list[tuple[int, float]] = []
         self._rising = trend_break("up", settings.explosion_trend)
         self._falling = trend_break("down", settings.collapse_trend)
         self.peak = -math.inf
@@ -70,11 +71,17 @@ class LengthCheck(Check):
             if len(self._warm) == self._warmup:
                 self.ref = median(self._warm)
             return []
-        self._recent.append(smooth)
+        recent = self._recent
+        recent.append(smooth)
+        if len(recent) > self._recent_size:
+            del recent[0]
         long = self._long
         long.append((step, smooth))
-        while step - long[0][0] > self._long_window:
-            long.popleft()
+        old = 0
+        while step - long[old][0] > self._long_window:
+            old += 1
+        if old:
+            del long[:old]
         self.peak = max(self.peak, smooth)
         found = []
         explosion = self._judge_explosion(step, x, smooth, rising)

@@ -33,7 +33,6 @@ as a level, a falling one with its fall).
 from __future__ import annotations
 
 import math
-from collections import deque
 
 from mypy_extensions import mypyc_attr
 
@@ -73,7 +72,7 @@ class LineNoise:
         if size < 3:
             raise ValueError(f"size must be >= 3, got {size}")
         self.size = size
-        self.values: deque[float] = deque(maxlen=size)
+        self.values: list[float] = []  # a list: a deque takes 760 bytes however few its values
         self.base = self.s0 = self.s1 = self.s2 = 0.0
         self.fresh = 0  # values since the sums were last computed afresh
 
@@ -84,6 +83,7 @@ class LineNoise:
             # the window slides: every offset's index falls by one, the oldest leaves
             gone = values[0] - self.base
             values.append(x)
+            del values[0]
             d = x - self.base
             s0 = self.s0
             self.s1 = self.s1 - (s0 - gone) + (n - 1) * d
@@ -94,6 +94,8 @@ class LineNoise:
             values.append(x)
             if len(values) < n:
                 return math.nan
+            if len(values) > n:
+                del values[0]
             self._afresh()
         s0 = self.s0
         sxy = self.s1 - (n - 1) / 2 * s0  # sum of (i - mid) * d[i]
@@ -159,7 +161,7 @@ class RewardCheck(Check):
         self._smooth = Ewma(settings.smoothing)
         self._recent = LineNoise(settings.chaos_window)
         self.recent_noise = math.nan
-        self._waiting: deque[tuple[float, float, bool, float]] = deque()
+        self._waiting: list[tuple[float, float, bool, float]] = []
         self._reference = Window(settings.chaos_history)
         self._reference_level = Window(settings.chaos_history)  # the windows' mean rewards
         self.noise = math.nan
@@ -247,7 +249,7 @@ class RewardCheck(Check):
         self._waiting.append((recent, level, alarm, self._bend))
         self._bend = math.nan
         if len(self._waiting) > self._chaos_window:  # no overlap with the recent window
-            figure, at, was_alarm, bend = self._waiting.popleft()
+            figure, at, was_alarm, bend = self._waiting.pop(0)
             if not was_alarm:
                 self._reference.update(figure)
                 self._reference_level.update(at)

@@ -14,7 +14,6 @@ smoothed median of the last 5 values, so the isolated spikes of healthy runs do 
 from __future__ import annotations
 
 import math
-from collections import deque
 
 from mypy_extensions import mypyc_attr
 
@@ -56,10 +55,11 @@ class SpikeCheck(Check):
             growth = indicator == Indicator.GRAD_NORM.value
         self._growth = trend_break("up", settings.growth_trend) if growth else None
         self._smooth = math.nan  # EWMA (weight 0.3) of the median of the last 5 values
-        self._last: deque[float] = deque(maxlen=5)  # the last values, this one included
+        self._last: list[float] = []  # the last 5 values, this one included
         self._growing = False
         # the growth counts only beyond the run's own range: the smoothed values before it
-        self._range: deque[float] = deque(maxlen=settings.range_window)
+        self._range: list[float] = []  # lists: a deque takes 760 bytes however few its values
+        self._range_window = settings.range_window
         self.beyond = 0  # logged values in a row beyond the ceiling
         # a KL estimate this small is no spike however it moves against its median
         self.floor = settings.kl_floor if indicator == Indicator.KL.value else 0.0
@@ -171,11 +171,15 @@ class SpikeCheck(Check):
         last.append(x)
         if len(last) < 5:
             return None
+        if len(last) > 5:
+            del last[0]
         mid = sorted(last)[2]
         smooth = self._smooth
         self._smooth = smooth = mid if smooth != smooth else smooth + 0.3 * (mid - smooth)
         past = self._range
         past.append(smooth)
+        if len(past) > self._range_window:
+            del past[0]
         if growth.update(math.log(smooth)):
             self._growing = True  # until the evidence is back at 0
         elif growth.statistic == 0.0:
