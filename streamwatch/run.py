@@ -474,6 +474,9 @@ class RunState:
             self._close_oldest(s)
         if expected == 1 and not s.order:
             s.solo = src  # one source, one value a step: the next values take the fast path
+            # fresh empty containers: a dict that held an item keeps its table (~160 bytes)
+            s.last_step = {}
+            s.open = {}
 
     def _close_oldest(self, s: Series, forced: bool = False) -> None:
         """Judge the oldest open step; ``forced``: before every source reported it, as the

@@ -53,7 +53,8 @@ class LengthCheck(Check):
         self._recent_size = settings.growth_window + 1
         # (step, smoothed length) of the last explosion_long_window steps: steps, not logged
         # values (a run that logs every 5 steps covers 150 steps in 30 values)
-        self._long: list[tuple[int, float]] = []
+        self._long_steps: list[int] = []  # two lists: no tuple a value
+        self._long: list[float] = []
         self._rising = trend_break("up", settings.explosion_trend)
         self._falling = trend_break("down", settings.collapse_trend)
         self.peak = -math.inf
@@ -75,13 +76,15 @@ class LengthCheck(Check):
         recent.append(smooth)
         if len(recent) > self._recent_size:
             del recent[0]
-        long = self._long
-        long.append((step, smooth))
+        steps = self._long_steps
+        steps.append(step)
+        self._long.append(smooth)
         old = 0
-        while step - long[old][0] > self._long_window:
+        while step - steps[old] > self._long_window:
             old += 1
         if old:
-            del long[:old]
+            del steps[:old]
+            del self._long[:old]
         self.peak = max(self.peak, smooth)
         found = []
         explosion = self._judge_explosion(step, x, smooth, rising)
@@ -111,9 +114,9 @@ class LengthCheck(Check):
             why = f"is climbing steadily ({growth:.2f}x in {len(self._recent) - 1} steps)"
         elif rising:
             rule, why = "trend", f"is climbing away from its own trend ({growth:.2f}x in a window)"
-        elif smooth >= self._long_growth * (low := min(v for _, v in self._long)):
+        elif smooth >= self._long_growth * (low := min(self._long)):
             rule = "slow"  # within explosion_long_window steps
-            since = step - next(at for at, v in self._long if v == low)
+            since = step - self._long_steps[self._long.index(low)]
             growth = smooth / low
             why = f"grew {growth:.2f}x in {since} steps"
         else:
