@@ -37,25 +37,25 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
+
+from mypy_extensions import mypyc_attr
 
 __all__ = ["GPU_TAGS", "CostMeter", "describe_cost", "describe_spent", "since_phrase"]
 
 #: Event tags that give a run's GPU count, in this order.
-GPU_TAGS = ("gpus", "n_gpus", "num_gpus", "world_size")
+GPU_TAGS: Final = ("gpus", "n_gpus", "num_gpus", "world_size")
 #: verl's performance metrics, from which its GPU count follows.
-_VERL_TOKENS, _VERL_THROUGHPUT, _VERL_TIME = (
-    "perf/total_num_tokens",
-    "perf/throughput",
-    "perf/time_per_step",
-)
+_VERL_TOKENS: Final = "perf/total_num_tokens"
+_VERL_THROUGHPUT: Final = "perf/throughput"
+_VERL_TIME: Final = "perf/time_per_step"
 #: events of a run whose metrics are searched for verl's performance metrics
-_PROBES = 20
+_PROBES: Final = 20
 #: points a clock keeps (the newest step besides)
-_POINTS = 256
+_POINTS: Final = 256
 
 #: what happened at the onset, per kind, for "~37 GPU-hours since entropy collapsed at step 812"
-_SINCE = {
+_SINCE: Final = {
     "entropy_collapse": "entropy collapsed",
     "entropy_blowup": "entropy blew up",
     "reward_chaos": "the reward turned chaotic",
@@ -74,6 +74,7 @@ _SINCE = {
 }
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Clock:
     """Seconds elapsed by step, at a bounded number of points: every ``stride`` steps, the
     stride doubling (every other point dropped) whenever more than ``_POINTS`` are kept; the
@@ -115,6 +116,7 @@ class Clock:
         self.stride, self.step, self.elapsed = 1, -1, 0.0
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class CostMeter:
     """One run's step times and GPU count, for pricing its incidents.
 

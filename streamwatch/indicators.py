@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 from fnmatch import fnmatchcase
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -33,9 +34,9 @@ from streamwatch import name_patterns
 
 __all__ = ["PRESETS", "Indicator", "IndicatorMap", "is_glob"]
 
-_MAX_CACHED = 100_000
+_MAX_CACHED: Final = 100_000
 #: ranks per pattern rule: a name with more words beside the rule's ranks later within it
-_PER_RULE = 100
+_PER_RULE: Final = 100
 
 
 class Indicator(StrEnum):
@@ -65,9 +66,9 @@ class Indicator(StrEnum):
     REWARD_MIN = "reward_min"
 
 
-_I = Indicator
+_I: Final = Indicator
 
-_TRL = (
+_TRL: Final = (
     ("entropy", _I.ENTROPY),
     ("reward", _I.TRAIN_REWARD),
     ("rewards/*/mean", _I.TRAIN_REWARD),
@@ -84,7 +85,7 @@ _TRL = (
     ("loss", _I.LOSS),
     ("train_samples_per_second", _I.THROUGHPUT),
 )
-_TRL_EVAL = (
+_TRL_EVAL: Final = (
     ("reward", _I.HELDOUT_REWARD),
     ("accuracy", _I.HELDOUT_REWARD),
     ("rewards/*/mean", _I.HELDOUT_REWARD),
@@ -99,7 +100,7 @@ def _prefixed(prefix: str, rules: tuple[tuple[str, Indicator], ...]) -> list[tup
 #: framework -> ordered (pattern, indicator) pairs. Where several metrics of a run match one
 #: indicator, an exact name beats a glob and an earlier rule beats a later one
 #: (:class:`IndicatorMap`). Each list follows the names the framework's own code logs.
-PRESETS: dict[str, tuple[tuple[str, Indicator], ...]] = {
+PRESETS: Final[dict[str, tuple[tuple[str, Indicator], ...]]] = {
     "verl": (
         ("actor/entropy", _I.ENTROPY),
         ("actor/entropy_loss", _I.ENTROPY),

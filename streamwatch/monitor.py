@@ -59,6 +59,7 @@ class Monitor:
     ) -> None:
         self.config = config or Config()
         self.engine: EngineConfig = self.config.engine
+        self._max_metrics = self.engine.max_metrics_per_event  # read on every event
         ind = self.config.indicators
         self.indicators = IndicatorMap(ind.presets, ind.aliases, ind.patterns)
         self.runs: dict[str, RunState] = {}
@@ -71,18 +72,23 @@ class Monitor:
     # -- input ----------------------------------------------------------------------------
     def process(self, event: Event, origin: str = "") -> list[Incident]:
         """Feed one event; return the incident updates it caused (firing or resolved)."""
-        run = self.runs.get(event.run_id)
-        if run is None:
-            run = self._new_run(event.run_id)
+        # each field read once: an Event is a pydantic model, whose attributes are looked up
+        run_id = event.run_id
         step = event.step
-        run.observe(step, event.ts)
-        if event.tags and is_finished(event):
+        ts = event.ts
+        tags = event.tags
+        source = event.source
+        run = self.runs.get(run_id)
+        if run is None:
+            run = self._new_run(run_id)
+        run.observe(step, ts)
+        if tags and is_finished(event):
             # a process says the run completed; a later event from another rank reopens it
             run.stall.ended = True
             self.stats.events += 1
             return self._drain((run,))
-        src = source_key(event.source) if event.source is not None else ""
-        run.heard_from(src, step, event.tags)
+        src = source_key(source) if source is not None else ""
+        run.heard_from(src, step, tags)
         metrics = event.metrics
         if run.meter.probes > 0:
             run.meter.probe(metrics)
@@ -91,7 +97,7 @@ class Monitor:
         if loss is not None and metrics.get(loss) == 0.0:
             run.loss_zero_step = step  # with a non-finite grad norm: the skipped-step signature
         items: Iterable[tuple[str, float]] = metrics.items()
-        if n > self.engine.max_metrics_per_event:
+        if n > self._max_metrics:
             items = self._too_many(run, step, metrics, origin)
         series = run.series
         generic: list[tuple[DriftColumn, float]] = []
@@ -124,7 +130,6 @@ class Monitor:
         stats.events += 1
         stats.values += n
         stats.nonfinite += nonfinite
-        ts = event.ts
         if ts is not None and ts > self.now:
             self.now = ts
             if ts - self._swept >= self.sweep_seconds:

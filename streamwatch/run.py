@@ -12,6 +12,7 @@ import fnmatch
 from bisect import insort
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -48,7 +49,7 @@ from streamwatch.projection import PROJECTED, project, target
 
 __all__ = ["Claim", "RunState", "Series"]
 
-_CORE = {
+_CORE: Final = {
     Indicator.LOSS,
     Indicator.GRAD_NORM,
     Indicator.KL,
@@ -56,23 +57,24 @@ _CORE = {
     Indicator.TRAIN_REWARD,
     Indicator.TOKEN_PROB,
 }
-_PER_SOURCE = {Indicator.STEP_TIME: True, Indicator.THROUGHPUT: False}
+_PER_SOURCE: Final = {Indicator.STEP_TIME: True, Indicator.THROUGHPUT: False}
 #: indicators another metric takes over when the bound one stops being logged. Evaluations
 #: log their metrics together, so a held-out metric missing from evaluations that carry
 #: another is gone (a verl run of the corpus logs val-core/<ds>/acc/mean@16 at step 0 only,
 #: val-aux/<ds>/reward/mean@16 at every evaluation)
-_HANDED_OVER = frozenset({Indicator.HELDOUT_REWARD})
+_HANDED_OVER: Final = frozenset({Indicator.HELDOUT_REWARD})
 #: evaluations in a row without the bound metric before another takes its indicator
-HANDOVER_AFTER = 3
-_FEEDS_HACKING = {Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD}
+HANDOVER_AFTER: Final = 3
+_FEEDS_HACKING: Final = {Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD}
 # members read on the hot path (an enum's attribute lookup is slow)
-_TRAIN, _HELDOUT = Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD
-_CLIP_RATIO = Indicator.TRUNCATION_RATIO
-_STEP_TIME = Indicator.STEP_TIME
+_TRAIN: Final = Indicator.TRAIN_REWARD
+_HELDOUT: Final = Indicator.HELDOUT_REWARD
+_CLIP_RATIO: Final = Indicator.TRUNCATION_RATIO
+_STEP_TIME: Final = Indicator.STEP_TIME
 #: the series whose recent values are kept for projections (the kinds in PROJECTED)
-_PROJECTED = frozenset(Indicator(name) for names in PROJECTED.values() for name in names)
+_PROJECTED: Final = frozenset(Indicator(name) for names in PROJECTED.values() for name in names)
 #: the indicators the no-learning-signal check reads, by its names for them
-_SIGNAL_OF = {
+_SIGNAL_OF: Final = {
     Indicator.ZERO_VARIANCE_GROUPS: "zero_variance",
     Indicator.REWARD_STD: "reward_std",
     Indicator.REWARD_MAX: "reward_max",
@@ -81,13 +83,13 @@ _SIGNAL_OF = {
     Indicator.LOSS: "loss",
 }
 #: the length statistics the cap check reads, by its names for them
-_LENGTH_OF = {
+_LENGTH_OF: Final = {
     Indicator.RESPONSE_LENGTH: "mean",
     Indicator.RESPONSE_LENGTH_MAX: "max",
     Indicator.RESPONSE_LENGTH_MIN: "min",
 }
 #: the series the run's context reads, by its names for them
-_CONTEXT_OF = {
+_CONTEXT_OF: Final = {
     Indicator.TRAIN_REWARD: "train_reward",
     Indicator.HELDOUT_REWARD: "heldout_reward",
     Indicator.TRUNCATION_RATIO: "truncation_ratio",
@@ -99,14 +101,18 @@ _CONTEXT_OF = {
     Indicator.GRAD_NORM: "grad_norm",
     Indicator.LOSS: "loss",
 }
-_DRIFT_KINDS = DriftColumn.kinds
+_DRIFT_KINDS: Final = DriftColumn.kinds
 #: indicators watched by run-level checks only (held-out rewards: the hacking check; the
 #: extremes of a step's lengths: the cap check)
-_NO_DRIFT = {Indicator.HELDOUT_REWARD, Indicator.RESPONSE_LENGTH_MAX, Indicator.RESPONSE_LENGTH_MIN}
+_NO_DRIFT: Final = {
+    Indicator.HELDOUT_REWARD,
+    Indicator.RESPONSE_LENGTH_MAX,
+    Indicator.RESPONSE_LENGTH_MIN,
+}
 #: the checks a resumed run's first steps are not fed to (a resume spikes them: slime#1695)
-_GRACED = {Kind.METRIC_SPIKE, Kind.REWARD_CHAOS, Kind.POLICY_MISMATCH}
+_GRACED: Final = {Kind.METRIC_SPIKE, Kind.REWARD_CHAOS, Kind.POLICY_MISMATCH}
 #: the run's one non-finite incident: its kind and indicator
-_NAN = (Kind.NONFINITE_METRIC, "metrics")
+_NAN: Final = (Kind.NONFINITE_METRIC, "metrics")
 
 
 def make_checks(
@@ -283,6 +289,9 @@ class RunState:
     run_id: str
     cfg: EngineConfig
     book: IncidentBook = field(init=False)
+    #: the book's open incidents (the same dict), read on every value: a native attribute
+    open_incidents: dict[str, Any] = field(init=False)
+    firing: set[tuple[str, str]] = field(init=False)  # the book's firing (kind, indicator)s
     series: dict[str, Series] = field(default_factory=dict)
     bound: dict[Indicator, str] = field(default_factory=dict)
     bound_rank: dict[Indicator, int] = field(default_factory=dict)  # the rank of each bound
@@ -314,6 +323,8 @@ class RunState:
 
     def __post_init__(self) -> None:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
+        self.open_incidents = self.book.open
+        self.firing = self.book.firing
         self.hacking = HackingCheck(self.cfg.hacking)
         self.signal = NoSignalCheck(self.cfg.signal)
         self.cap = CapCheck(self.cfg.length)
@@ -534,7 +545,7 @@ class RunState:
             if graced and not _GRACED.isdisjoint(check.kinds):
                 continue
             found = check.update(step, x)
-            if found or self.book.open:
+            if found or self.open_incidents:
                 self._report(check.kinds, s.name, step, found)
         if s.special:
             self._close_special(s, step, x)
@@ -547,7 +558,7 @@ class RunState:
         columns that saw health count towards resolving theirs."""
         found = drop_copies(screen(step, values), metrics)
         self.pending.extend(found)
-        if not self.book.open:
+        if not self.open_incidents:
             return
         on = self.book.firing_on(Kind.METRIC_DRIFT)
         if on:
@@ -593,7 +604,7 @@ class RunState:
         if lag.went_back(src, step) or (resumed and step > self.grace_until):
             self.resume(step)
         found = lag.heard(src, step)
-        if found or (self.book.open and step == lag.newest):
+        if found or (self.open_incidents and step == lag.newest):
             self._report(lag.kinds, "ranks", step, found)
 
     def resume(self, step: int) -> None:
@@ -641,7 +652,7 @@ class RunState:
             self.settle()
         found = self.nan_values
         if not found:
-            if self.book.open and step > self.nan_step and self.book.is_firing(*_NAN):
+            if self.open_incidents and step > self.nan_step and self.book.is_firing(*_NAN):
                 self.nan_step = step
                 self._healthy(Kind.NONFINITE_METRIC, _NAN[1], step)
             return
@@ -679,7 +690,7 @@ class RunState:
     def _report(self, kinds: tuple[Kind, ...], name: str, step: int, found: list[Finding]) -> None:
         if found:
             self.pending.extend(found)
-        firing = self.book.firing
+        firing = self.firing
         if firing and len(found) < len(kinds):
             for kind in kinds:
                 if (kind, name) in firing and all(f.kind is not kind for f in found):
@@ -693,7 +704,7 @@ class RunState:
             self.emit(update)
 
     def _healthy(self, kind: Kind, name: str, step: int) -> None:
-        if self.book.open:
+        if self.open_incidents:
             update = self.book.healthy(kind, name, step, self.last_ts)
             if update is not None:
                 self.emit(update)
@@ -788,7 +799,7 @@ class RunState:
             self.last_ts = ts
         self.meter.observe(step, ts)
         gap = self.stall.observe(step, ts)
-        stalled = bool(self.book.open) and self.book.is_firing(Kind.RUN_STALLED, "run")
+        stalled = bool(self.open_incidents) and self.book.is_firing(Kind.RUN_STALLED, "run")
         graded = judge(gap, self.ctx, self.cfg) if gap is not None else None
         if graded is not None and not stalled:
             self.fire(graded)

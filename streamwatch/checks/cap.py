@@ -34,6 +34,8 @@ every completion at step 1 is 4096 tokens long (shortest = longest): all cut at 
 
 from __future__ import annotations
 
+from typing import Final
+
 from mypy_extensions import mypyc_attr
 
 from streamwatch.config import LengthSettings
@@ -42,7 +44,7 @@ from streamwatch.incidents import Finding, Kind, Severity
 __all__ = ["LENGTHS", "CapCheck"]
 
 #: what the check reads, by the name the run state passes
-LENGTHS = ("mean", "min", "max")
+LENGTHS: Final = ("mean", "min", "max")
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -42,7 +43,7 @@ from streamwatch.incidents import Finding, Kind, Severity
 
 __all__ = ["ComponentsCheck", "is_component"]
 
-_ALPHA = 0.3  # smoothing of a component's peak: one lucky log is not its level
+_ALPHA: Final = 0.3  # smoothing of a component's peak: one lucky log is not its level
 
 
 def is_component(metric: str, settings: HackingSettings) -> bool:

@@ -22,6 +22,7 @@ values, not smoothed ones: smoothing correlates neighbours and makes any slope l
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -31,7 +32,7 @@ from streamwatch.config import ContextSettings
 __all__ = ["CONTEXT_SIGNALS", "Direction", "RunContext"]
 
 #: what the run state feeds the context, by the context's names for them
-CONTEXT_SIGNALS = (
+CONTEXT_SIGNALS: Final = (
     "train_reward",
     "heldout_reward",
     "truncation_ratio",
@@ -43,7 +44,7 @@ CONTEXT_SIGNALS = (
     "grad_norm",
     "loss",
 )
-_ZERO = 1e-12
+_ZERO: Final = 1e-12
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

@@ -31,7 +31,7 @@ import math
 from array import array
 from collections.abc import Iterable, Mapping
 from statistics import median
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, Final, NamedTuple
 
 from mypy_extensions import mypyc_attr
 from river._river_rust.drift import AdaptiveWindowing
@@ -41,17 +41,17 @@ from streamwatch.incidents import Finding, Kind, Severity
 
 __all__ = ["DriftColumn", "drop_copies", "screen"]
 
-KINDS: tuple[Kind, ...] = (Kind.METRIC_DRIFT,)
+KINDS: Final[tuple[Kind, ...]] = (Kind.METRIC_DRIFT,)
 
-_RECENT = 5
-_CONFIRM = 15  # steps after a change found by ADWIN in which it may show its size
-_HISTORY = 60
-_SKIP = 10  # the last values at a change found by ADWIN: where the change is, not before it
-_MIN_BEFORE = 10  # values needed to know where the metric was heading
+_RECENT: Final = 5
+_CONFIRM: Final = 15  # steps after a change found by ADWIN in which it may show its size
+_HISTORY: Final = 60
+_SKIP: Final = 10  # the last values at a change found by ADWIN: where the change is, not before it
+_MIN_BEFORE: Final = 10  # values needed to know where the metric was heading
 # river.drift.ADWIN's defaults for what the settings do not name
-_MAX_BUCKETS = 5
-_MIN_WINDOW = 5
-_GRACE = 10
+_MAX_BUCKETS: Final = 5
+_MIN_WINDOW: Final = 5
+_GRACE: Final = 10
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from statistics import median
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -19,7 +20,7 @@ from streamwatch.config import EntropySettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
 
-_FLOOR = 1e-9
+_FLOOR: Final = 1e-9
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -36,6 +37,10 @@ class EntropyCheck(Check):
         self._warmup = settings.warmup
         self._blowup_ratio = settings.blowup_ratio
         self._rebound_factor = settings.rebound_factor
+        self._critical_ratio = settings.collapse_critical_ratio
+        self._collapse_ratio = settings.collapse_ratio
+        self._fall_factor = settings.fall_factor
+        self._fall_min_ratio = settings.fall_min_ratio
         self.invert = invert
         self._warm: list[float] = []
         self.ref = math.nan
@@ -95,11 +100,11 @@ class EntropyCheck(Check):
         full = len(self._recent) == self._recent_size
         fall = ratio(self._recent[0], smooth) if full else 1.0
         rule = "level"
-        if r < self.s.collapse_critical_ratio:
+        if r < self._critical_ratio:
             severity, why = Severity.CRITICAL, f"is {r:.3f}x its start"
-        elif r < self.s.collapse_ratio:
+        elif r < self._collapse_ratio:
             severity, why = Severity.WARNING, f"is {r:.3f}x its start"
-        elif fall >= self.s.fall_factor and r < self.s.fall_min_ratio:
+        elif fall >= self._fall_factor and r < self._fall_min_ratio:
             severity, rule = Severity.WARNING, "rate"
             why = f"fell {fall:.1f}x in {self.s.fall_window} steps to {r:.3f}x its start"
         elif falling:

@@ -32,6 +32,7 @@ alarms.
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -40,7 +41,7 @@ from streamwatch.detectors import Window
 from streamwatch.detectors.window import ring_oldest_first, ring_put
 from streamwatch.incidents import Finding, Kind, Severity
 
-_MIN_NOISE = 1e-3
+_MIN_NOISE: Final = 1e-3
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -184,9 +185,9 @@ class Bends:
         self._last2 = math.nan
 
     def update(self, y: float) -> None:
-        if not math.isfinite(y):
+        if y - y != 0.0:  # nan or inf
             return
-        if math.isfinite(self._last2):
+        if self._last2 - self._last2 == 0.0:
             bend = y - 2.0 * self._last + self._last2
             self._head = ring_put(self._ring, self._head, self.size, bend)
         self._last2, self._last = self._last, y

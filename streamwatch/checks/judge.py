@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+from typing import Final
 
 from streamwatch.checks.context import RunContext
 from streamwatch.config import EngineConfig
@@ -23,10 +24,12 @@ from streamwatch.incidents import Finding, Kind, Severity
 
 __all__ = ["judge"]
 
-_INFO, _WARNING, _CRITICAL = Severity.INFO, Severity.WARNING, Severity.CRITICAL
+_INFO: Final = Severity.INFO
+_WARNING: Final = Severity.WARNING
+_CRITICAL: Final = Severity.CRITICAL
 #: logged values in a row beyond a ceiling that make it critical: it stays there (an Unsloth
 #: run that ended well logged a KL of 22 and 65 at two logs running, 1.2 five steps later)
-_CEILING_PERSIST = 3
+_CEILING_PERSIST: Final = 3
 
 
 def judge(f: Finding, ctx: RunContext, cfg: EngineConfig) -> Finding | None:

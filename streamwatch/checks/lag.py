@@ -21,6 +21,8 @@ further behind than that. Sources are at most ``MAX_SOURCES`` a run.
 
 from __future__ import annotations
 
+from typing import Final
+
 from mypy_extensions import mypyc_attr
 
 from streamwatch.config import StragglerSettings
@@ -28,7 +30,7 @@ from streamwatch.incidents import Finding, Kind, Severity
 
 __all__ = ["MAX_SOURCES", "LagCheck"]
 
-MAX_SOURCES = 10_000
+MAX_SOURCES: Final = 10_000
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

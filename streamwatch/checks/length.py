@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from statistics import median
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -27,7 +28,7 @@ from streamwatch.config import LengthSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
 
-_FLOOR = 1e-9
+_FLOOR: Final = 1e-9
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from statistics import median
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -31,7 +32,7 @@ from streamwatch.incidents import Finding, Kind, Severity
 
 __all__ = ["MismatchCheck"]
 
-_TINY = 1e-12
+_TINY: Final = 1e-12
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

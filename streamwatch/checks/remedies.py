@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-REMEDIES: dict[str, list[str]] = {
+from typing import Final
+
+REMEDIES: Final[dict[str, list[str]]] = {
     "entropy_collapse": [
         "raise the upper clip bound (clip-higher, e.g. eps_high 0.28)",
         "add an entropy bonus or adaptive entropy control (target ~0.2)",

@@ -49,6 +49,7 @@ no learning signal at step 1: every group got the same reward for all its comple
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -59,7 +60,7 @@ from streamwatch.incidents import Finding, Kind, Severity
 __all__ = ["SIGNALS", "NoSignalCheck"]
 
 #: what the check reads, by the name the run state passes
-SIGNALS = (
+SIGNALS: Final = (
     "zero_variance",
     "reward_std",
     "reward_max",
@@ -68,15 +69,15 @@ SIGNALS = (
     "loss",
     "reward",
 )
-_ZERO = 1e-12
+_ZERO: Final = 1e-12
 #: the signals that move with the share of groups that still teach: how, when they drain
-_DRAINS = {
+_DRAINS: Final = {
     "zero_variance": "(the groups whose completions all got one reward) rising",
     "reward_std": "(the reward's std) falling",
     "reward": "(the train reward) heading to 1",
 }
-_ORDER = ("all_alike", "groups_alike", "std_zero", "mostly_alike", "zero_grad", "zero_loss")
-_FED_BY = {
+_ORDER: Final = ("all_alike", "groups_alike", "std_zero", "mostly_alike", "zero_grad", "zero_loss")
+_FED_BY: Final = {
     "all_alike": "reward_max",
     "groups_alike": "zero_variance",
     "std_zero": "reward_std",

@@ -14,6 +14,7 @@ smoothed median of the last 5 values, so the isolated spikes of healthy runs do 
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -23,7 +24,7 @@ from streamwatch.detectors import Persistence, Window, trend_break
 from streamwatch.incidents import Finding, Kind, Severity
 from streamwatch.indicators import Indicator
 
-_SD_PER_MEAN_ABS = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian noise
+_SD_PER_MEAN_ABS: Final = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian noise
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

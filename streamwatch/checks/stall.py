@@ -36,7 +36,7 @@ class StallCheck:
         Returns a finding when the event ends a silence that nobody reported while it lasted
         (a single recorded run has no other clock): the stall is known once it is over.
         """
-        if ts is None or not math.isfinite(ts):
+        if ts is None or ts - ts != 0.0:  # none, nan or inf
             return None
         self.ended = False
         # a gap shorter than the least limit needs no cadence (the common case: be quick)

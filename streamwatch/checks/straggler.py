@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import math
 from statistics import fmean, median
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
 from streamwatch.config import StragglerSettings
 from streamwatch.incidents import Finding, Kind, Severity
 
-_SCALE_FLOOR = 0.02
-_SD_PER_MEAN_ABS = math.sqrt(math.pi / 2)
-_FOLLOW = 0.05  # weight of a new step in the ranks' spread
-_FOLLOW_USUAL = 0.02  # ...and in a source's usual offset (slower: a slowdown is not usual)
-_SPREAD_FLOOR = 0.002  # ranks' usual relative spread, at least (identical ranks)
+_SCALE_FLOOR: Final = 0.02
+_SD_PER_MEAN_ABS: Final = math.sqrt(math.pi / 2)
+_FOLLOW: Final = 0.05  # weight of a new step in the ranks' spread
+_FOLLOW_USUAL: Final = 0.02  # ...and in a source's usual offset (slower: a slowdown is not usual)
+_SPREAD_FLOOR: Final = 0.002  # ranks' usual relative spread, at least (identical ranks)
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

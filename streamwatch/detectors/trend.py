@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -12,7 +12,7 @@ from streamwatch.detectors.window import ring_put
 if TYPE_CHECKING:
     from streamwatch.config import TrendSettings
 
-_SD_PER_MEAN_ABS = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian noise
+_SD_PER_MEAN_ABS: Final = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian noise
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
