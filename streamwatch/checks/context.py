@@ -28,6 +28,7 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.checks.course import Course
 from streamwatch.config import ContextSettings
+from streamwatch.detectors.window import ring_oldest_first, ring_put
 
 __all__ = ["CONTEXT_SIGNALS", "Direction", "RunContext"]
 
@@ -58,20 +59,19 @@ class Direction:
     (-1, -0.021)
     """
 
-    __slots__ = ("least", "size", "values")
+    __slots__ = ("head", "least", "size", "values")
 
     def __init__(self, size: int, least: int) -> None:
-        # a list, not a deque: a deque takes 760 bytes however few its values
+        # a ring (:func:`ring_put`), not a deque: a deque takes 760 bytes however few its
+        # values, and a list trimmed at its front moves every value at each one
         self.values: list[float] = []
+        self.head = 0
         self.size = size
         self.least = least  # values needed before a direction is known
 
     def update(self, x: float) -> None:
         if x - x == 0.0:  # finite
-            values = self.values
-            values.append(x)
-            if len(values) > self.size:
-                del values[0]
+            self.head = ring_put(self.values, self.head, self.size, x)
 
     @property
     def known(self) -> bool:
@@ -79,7 +79,7 @@ class Direction:
 
     @property
     def last(self) -> float:
-        return self.values[-1] if self.values else math.nan
+        return self.values[self.head - 1] if self.values else math.nan
 
     def mean(self) -> float:
         values = self.values
@@ -101,7 +101,7 @@ class Direction:
         return 1 if z >= t else (-1 if z <= -t else 0)
 
     def _fit(self) -> tuple[float, float]:
-        values = self.values
+        values = ring_oldest_first(self.values, self.head)
         n = len(values)
         if n < 2:
             return math.nan, math.nan

@@ -39,7 +39,7 @@ __all__ = ["Course"]
 class Course:
     """The last ``size`` finite values of a series with their steps."""
 
-    __slots__ = ("size", "steps", "values")
+    __slots__ = ("size", "start", "steps", "values")
 
     def __init__(self, size: int) -> None:
         if size < 3:
@@ -47,26 +47,30 @@ class Course:
         self.size = size
         self.steps: list[int] = []  # lists: a deque takes 760 bytes however few its values
         self.values: list[float] = []
+        self.start = 0  # the first kept (those before it are dropped in bulk, not one a value)
 
     def update(self, step: int, x: float) -> None:
         if x - x != 0.0:  # nan or inf
             return
         steps = self.steps
-        while steps and steps[-1] >= step:  # a resumed run logs its steps again
-            steps.pop()
-            self.values.pop()
-        steps.append(step)
         values = self.values
+        while len(steps) > self.start and steps[-1] >= step:  # a resumed run logs again
+            steps.pop()
+            values.pop()
+        steps.append(step)
         values.append(x)
-        if len(values) > self.size:
-            del steps[0]
-            del values[0]
+        if len(values) - self.start > self.size:
+            self.start += 1
+            if self.start >= self.size:
+                del steps[: self.start]
+                del values[: self.start]
+                self.start = 0
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.values) - self.start
 
     def median(self) -> float:
-        ordered = sorted(self.values)
+        ordered = sorted(self.values[self.start :])
         n = len(ordered)
         if not n:
             return math.nan
@@ -76,7 +80,7 @@ class Course:
         """The lower bound of the slope per step, the slope and its upper bound, ``z`` sds of
         Kendall's S wide, over the ``last`` values (all when 0); ``(-inf, nan, inf)`` with
         fewer than 3 values."""
-        xs, ys = self.steps, self.values
+        xs, ys = self.steps[self.start :], self.values[self.start :]
         if 0 < last < len(ys):
             xs, ys = xs[-last:], ys[-last:]
         n = len(ys)

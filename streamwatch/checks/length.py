@@ -26,6 +26,7 @@ from mypy_extensions import mypyc_attr
 from streamwatch.checks.base import Check
 from streamwatch.config import LengthSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
+from streamwatch.detectors.window import ring_put
 from streamwatch.incidents import Finding, Kind, Severity
 
 _FLOOR: Final = 1e-9
@@ -49,13 +50,16 @@ class LengthCheck(Check):
         self._warm: list[float] = []
         self.ref = math.nan
         self._smooth = Ewma(settings.smoothing)
-        # lists: a deque takes 760 bytes however few its values
-        self._recent: list[float] = []  # the last growth_window + 1 smoothed values
+        # the last growth_window + 1 smoothed values, a ring (:func:`ring_put`): a deque
+        # takes 760 bytes however few its values
+        self._recent: list[float] = []
+        self._recent_head = 0  # the oldest's place
         self._recent_size = settings.growth_window + 1
         # (step, smoothed length) of the last explosion_long_window steps: steps, not logged
         # values (a run that logs every 5 steps covers 150 steps in 30 values)
         self._long_steps: list[int] = []  # two lists: no tuple a value
         self._long: list[float] = []
+        self._long_start = 0  # the first of them in the window (those before: to be dropped)
         self._rising = trend_break("up", settings.explosion_trend)
         self._falling = trend_break("down", settings.collapse_trend)
         self.peak = -math.inf
@@ -73,19 +77,18 @@ class LengthCheck(Check):
             if len(self._warm) == self._warmup:
                 self.ref = median(self._warm)
             return []
-        recent = self._recent
-        recent.append(smooth)
-        if len(recent) > self._recent_size:
-            del recent[0]
+        self._recent_head = ring_put(self._recent, self._recent_head, self._recent_size, smooth)
         steps = self._long_steps
         steps.append(step)
         self._long.append(smooth)
-        old = 0
-        while step - steps[old] > self._long_window:
-            old += 1
-        if old:
-            del steps[:old]
-            del self._long[:old]
+        start = self._long_start
+        while step - steps[start] > self._long_window:
+            start += 1
+        if start > 64 and 2 * start > len(steps):  # dropped in bulk, not one at each value
+            del steps[:start]
+            del self._long[:start]
+            start = 0
+        self._long_start = start
         self.peak = max(self.peak, smooth)
         found = []
         explosion = self._judge_explosion(step, x, smooth, rising)
@@ -105,7 +108,7 @@ class LengthCheck(Check):
             # at step 5 as it learnt the format, 116 at step 20: 1.73x in 10 steps, 1.01x
             # its start) is no explosion
             return None
-        growth = smooth / self._recent[0]
+        growth = smooth / self._recent[self._recent_head]  # the oldest
         # a climb with half the evidence, but fast: half the window's growth threshold
         climbing = self._rising.statistic > self._climbing
         rule = "fast"  # within growth_window steps
@@ -115,9 +118,9 @@ class LengthCheck(Check):
             why = f"is climbing steadily ({growth:.2f}x in {len(self._recent) - 1} steps)"
         elif rising:
             rule, why = "trend", f"is climbing away from its own trend ({growth:.2f}x in a window)"
-        elif smooth >= self._long_growth * (low := min(self._long)):
+        elif smooth >= self._long_growth * (low := min(self._long[self._long_start :])):
             rule = "slow"  # within explosion_long_window steps
-            since = step - self._long_steps[self._long.index(low)]
+            since = step - self._long_steps[self._long.index(low, self._long_start)]
             growth = smooth / low
             why = f"grew {growth:.2f}x in {since} steps"
         else:

@@ -40,6 +40,7 @@ from mypy_extensions import mypyc_attr
 from streamwatch.checks.base import Check
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window, trend_break
+from streamwatch.detectors.window import ring_oldest_first, ring_put
 from streamwatch.incidents import Finding, Kind, Severity
 
 _TINY: Final = 1e-12
@@ -67,13 +68,15 @@ class LineNoise:
     [0.0, 0.0, 1.161895003862, 1.161895003862, 1.264911064067]
     """
 
-    __slots__ = ("base", "fresh", "s0", "s1", "s2", "size", "values")
+    __slots__ = ("base", "fresh", "head", "s0", "s1", "s2", "size", "values")
 
     def __init__(self, size: int) -> None:
         if size < 3:
             raise ValueError(f"size must be >= 3, got {size}")
         self.size = size
-        self.values: list[float] = []  # a list: a deque takes 760 bytes however few its values
+        # a ring (:func:`ring_put`): a deque takes 760 bytes however few its values
+        self.values: list[float] = []
+        self.head = 0  # the oldest's place
         self.base = self.s0 = self.s1 = self.s2 = 0.0
         self.fresh = 0  # values since the sums were last computed afresh
 
@@ -82,9 +85,8 @@ class LineNoise:
         n = self.size
         if len(values) == n and self.fresh < n:
             # the window slides: every offset's index falls by one, the oldest leaves
-            gone = values[0] - self.base
-            values.append(x)
-            del values[0]
+            gone = values[self.head] - self.base
+            self.head = ring_put(values, self.head, n, x)
             d = x - self.base
             s0 = self.s0
             self.s1 = self.s1 - (s0 - gone) + (n - 1) * d
@@ -92,11 +94,9 @@ class LineNoise:
             self.s2 = self.s2 - gone * gone + d * d
             self.fresh += 1
         else:
-            values.append(x)
+            self.head = ring_put(values, self.head, n, x)
             if len(values) < n:
                 return math.nan
-            if len(values) > n:
-                del values[0]
             self._afresh()
         s0 = self.s0
         sxy = self.s1 - (n - 1) / 2 * s0  # sum of (i - mid) * d[i]
@@ -115,7 +115,7 @@ class LineNoise:
     def trimmed(self) -> float:
         """The sd of the residuals around the window's line without its largest one (computed
         afresh: asked only of a window that looks noisy)."""
-        values = self.values
+        values = ring_oldest_first(self.values, self.head)
         n = len(values)
         if n < 4:
             return math.nan
@@ -130,9 +130,10 @@ class LineNoise:
         return math.sqrt(total / (n - 3))
 
     def _afresh(self) -> None:
-        base = self.base = self.values[0]
+        values = ring_oldest_first(self.values, self.head)
+        base = self.base = values[0]
         total = sum_id = sum_dd = 0.0
-        for i, v in enumerate(self.values):
+        for i, v in enumerate(values):
             d = v - base
             total += d
             sum_id += i * d

@@ -21,6 +21,7 @@ from mypy_extensions import mypyc_attr
 from streamwatch.checks.base import Check
 from streamwatch.config import SpikeSettings
 from streamwatch.detectors import Persistence, Window, trend_break
+from streamwatch.detectors.window import ring_oldest_first, ring_put
 from streamwatch.incidents import Finding, Kind, Severity
 from streamwatch.indicators import Indicator
 
@@ -56,10 +57,13 @@ class SpikeCheck(Check):
             growth = indicator == Indicator.GRAD_NORM.value
         self._growth = trend_break("up", settings.growth_trend) if growth else None
         self._smooth = math.nan  # EWMA (weight 0.3) of the median of the last 5 values
-        self._last: list[float] = []  # the last 5 values, this one included
+        self._last: list[float] = []  # the last 5 values, this one included (a ring)
+        self._last_head = 0
         self._growing = False
         # the growth counts only beyond the run's own range: the smoothed values before it
-        self._range: list[float] = []  # lists: a deque takes 760 bytes however few its values
+        # a ring (:func:`ring_put`): a deque takes 760 bytes however few its values
+        self._range: list[float] = []
+        self._range_head = 0
         self._range_window = settings.range_window
         self.beyond = 0  # logged values in a row beyond the ceiling
         # a KL estimate this small is no spike however it moves against its median
@@ -135,11 +139,14 @@ class SpikeCheck(Check):
     def _beyond_range(self, x: float) -> bool:
         """Is ``x`` above the run's own range (the smoothed values before the last
         ``range_recent``; True while that range is not known)?"""
-        past = self._range
-        recent = self._range_recent
-        if len(past) <= recent:
+        if len(self._range) <= self._range_recent:
             return True
-        return x > max(v for i, v in enumerate(past) if i < len(past) - recent)
+        return x > self._range_high()
+
+    def _range_high(self) -> float:
+        """The highest smoothed value before the last ``range_recent`` (more are kept)."""
+        past = ring_oldest_first(self._range, self._range_head)
+        return max(past[: len(past) - self._range_recent])
 
     def _beyond(self, step: int, x: float, ceiling: float) -> Finding:
         """A value no healthy run reaches, whatever came before (no warm-up); one such step
@@ -169,18 +176,13 @@ class SpikeCheck(Check):
             self._growth = None
             return None
         last = self._last
-        last.append(x)
+        self._last_head = ring_put(last, self._last_head, 5, x)
         if len(last) < 5:
             return None
-        if len(last) > 5:
-            del last[0]
         mid = sorted(last)[2]
         smooth = self._smooth
         self._smooth = smooth = mid if smooth != smooth else smooth + 0.3 * (mid - smooth)
-        past = self._range
-        past.append(smooth)
-        if len(past) > self._range_window:
-            del past[0]
+        self._range_head = ring_put(self._range, self._range_head, self._range_window, smooth)
         if growth.update(math.log(smooth)):
             self._growing = True  # until the evidence is back at 0
         elif growth.statistic == 0.0:
@@ -189,10 +191,9 @@ class SpikeCheck(Check):
             return None
         # inside the run's own range (the smoothed values of the steps before the last
         # ``range_recent``): a return to where it was is no growth, until it leaves it
-        recent = self._range_recent
-        if len(past) <= recent:
+        if len(self._range) <= self._range_recent:
             return None
-        high = max(v for i, v in enumerate(past) if i < len(past) - recent)
+        high = self._range_high()
         if smooth <= high:
             return None
         return Finding(
