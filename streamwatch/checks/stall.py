@@ -23,7 +23,10 @@ class StallCheck:
 
     def __init__(self, settings: StallSettings) -> None:
         self.s = settings
-        self._min_seconds = settings.min_seconds  # read on every event
+        # read on every event: plain typed attributes, not the settings model's
+        self._min_seconds = settings.min_seconds
+        self._min_steps = settings.min_steps
+        self._factor = settings.factor
         self.last_ts = math.nan
         self.last_step = -1
         self._step_ts = math.nan
@@ -51,7 +54,7 @@ class StallCheck:
         return gap
 
     def cadence(self) -> float:
-        if len(self._gaps) < self.s.min_steps - 1:
+        if len(self._gaps) < self._min_steps - 1:
             return math.nan
         return self._gaps.median()
 
@@ -61,12 +64,12 @@ class StallCheck:
         if math.isnan(self.last_ts):  # no event time yet: no cadence either
             return None
         silent = now - (self.last_ts if heard is None else heard)
-        if self.ended or not silent > self.s.min_seconds:
+        if self.ended or not silent > self._min_seconds:
             return None
         cadence = self.cadence()
         if math.isnan(cadence) or cadence <= 0.0:
             return None  # too few steps, or steps too close in time to measure
-        limit = max(self.s.factor * cadence, self.s.min_seconds)
+        limit = max(self._factor * cadence, self._min_seconds)
         if silent <= limit:
             return None
         severity = Severity.CRITICAL if silent > 3 * limit else Severity.WARNING

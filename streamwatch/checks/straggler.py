@@ -41,6 +41,7 @@ class StragglerCheck:
         self.indicator = indicator
         self.metric = metric
         self.s = settings
+        self._min_peers = settings.min_peers  # read on every value
         self.sign = 1.0 if higher_is_slower else -1.0
         self.suspect = ""
         self.streak = 0
@@ -50,7 +51,7 @@ class StragglerCheck:
         self.sources: dict[str, list[float]] = {}  # source -> [usual offset, CUSUM, since]
 
     def update(self, step: int, by_source: list[tuple[str, float]]) -> list[Finding]:
-        if len(by_source) < self.s.min_peers:
+        if len(by_source) < self._min_peers:
             return []
         values = [v for _, v in by_source]
         med = median(values)
