@@ -311,6 +311,53 @@ def test_the_same_rewards_without_the_sign_of_a_small_batch_are_judged_by_the_ch
     assert chaos and chaos[0].severity is Severity.WARNING and chaos[0].step == 89
 
 
+def _context_of(path: Path) -> Monitor:
+    monitor = Monitor()
+    for event in read_events([path]):
+        monitor.process(event)
+    return monitor
+
+
+def test_a_pass_fail_reward_is_known_by_its_std_and_a_group_mean_std_is_not() -> None:
+    """CS336's GSM8K runs score each answer 0 or 1 and log the batch's std: it is
+    sqrt(m (1 - m)) at the mean m. TRL's ``reward_std`` is the mean of its groups' stds,
+    below that (text2sql: 0.12-0.69 of it)."""
+    cs336 = RUNS / "cs336-grpo-gsm8k-qwen2.5-math-1.5b-lr4e-5" / "metrics.jsonl"
+    text2sql = RUNS / "trl-grpo-text2sql-3b" / "trainer_state_1000steps.json"
+    (binary,) = _context_of(cs336).runs.values()
+    (groups,) = _context_of(text2sql).runs.values()
+    assert binary.ctx.binary_reward() and binary.ctx.binary_seen >= 200
+    assert not groups.ctx.binary_reward() and groups.ctx.binary_seen >= 200
+
+
+def _pass_fail_rows(levels: list[float], batch: int, seed: int) -> list[dict[str, float]]:
+    """Batch means of ``batch`` pass/fail answers at each level, with their std."""
+    rng = random.Random(seed)
+    rows = []
+    for p in levels:
+        m = sum(rng.random() < p for _ in range(batch)) / batch
+        rows.append({"critic/score/mean": m, "critic/score/std": math.sqrt(m * (1 - m))})
+    return rows
+
+
+def test_a_pass_fail_reward_climbing_off_its_floor_is_no_chaos_but_noise_tripled_is() -> None:
+    """A batch of 64 pass/fail answers: its mean's noise grows by sqrt(p (1 - p)) as the
+    accuracy climbs off its floor (1.8x from 0.08 to 0.45), with no change in the batch;
+    judged in those units it is no chaos on any of 30 seeds (judged as any reward, 3 of them
+    warned). The same batch whose mean swings 3x wider at one level still is chaos."""
+    climb = [0.08] * 60 + [0.08 + 0.37 * k / 80 for k in range(80)] + [0.45] * 60
+    for seed in range(30):
+        found = run(_pass_fail_rows(climb, 64, seed))
+        assert not [i for i in found if i.kind == "reward_chaos"], seed
+    rows = _pass_fail_rows([0.3] * 150, 64, 4)
+    rng = random.Random(5)
+    for r in rows[100:]:
+        m = min(max(0.3 + 3 * (r["critic/score/mean"] - 0.3) + rng.gauss(0, 0.05), 0.0), 1.0)
+        r["critic/score/mean"], r["critic/score/std"] = m, math.sqrt(m * (1 - m))
+    chaos = [i for i in run(rows) if i.kind == "reward_chaos"]
+    assert chaos and chaos[0].severity is not Severity.INFO and chaos[0].step > 100
+
+
 # -- two KL logs beyond the ceiling, a length that grows with few truncations -------------
 
 

@@ -269,26 +269,32 @@ def _chaos(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) -
     recent, ref = float(ev["recent_noise_sd"]), float(ev["reference_noise_sd"])
     at = float(ev.get("recent_level", math.nan))
     ref_at = float(ev.get("reference_level", math.nan))
-    if ctx.small_batch() and at == at and ref_at == ref_at:
-        # a batch of few prompts, whose mean reaches the reward's bounds (the run's range):
-        # a bounded reward of mean m in [lo, hi] has an sd of at most sqrt((m - lo)(hi - m))
-        # (Bhatia-Davis), and a pass/fail one's batch mean has sd sqrt(p(1 - p) / B) at any
-        # batch size B: as the level moves off the floor, the noise grows by that factor
-        # with no change in the batch. Judge the noise in those units.
-        lo, hi = ctx.reward_low, ctx.reward_high
+    binary = ctx.binary_reward()
+    if (binary or ctx.small_batch()) and at == at and ref_at == ref_at:
+        # a batch of few prompts, whose mean reaches the reward's bounds (the run's range),
+        # or a pass/fail reward (its logged std says so): a bounded reward of mean m in
+        # [lo, hi] has an sd of at most sqrt((m - lo)(hi - m)) (Bhatia-Davis), and a
+        # pass/fail one's batch mean has sd sqrt(p(1 - p) / B) at any batch size B: as the
+        # level moves off the floor, the noise grows by that factor with no change in the
+        # batch. Judge the noise in those units.
+        lo, hi = (0.0, 1.0) if binary else (ctx.reward_low, ctx.reward_high)
 
         def bound(m: float) -> float:
             return math.sqrt(max((m - lo) * (hi - m), 1e-24))
 
         growth = (recent / bound(at)) / max(ref / bound(ref_at), 1e-12)
+        what = (
+            "a pass/fail reward (its std sqrt(m (1 - m)) at its mean m)"
+            if binary
+            else "a batch of few prompts (every completion alike at steps between varying ones)"
+        )
         because.append(
-            f"a batch of few prompts (every completion alike at steps between varying ones): "
-            f"its noise at level "
+            f"{what}: its noise at level "
             f"{at:.3g} is {growth:.2f}x its reference at level {ref_at:.3g} in units of the "
             f"largest noise each level allows in {lo:.3g}..{hi:.3g}"
         )
         if growth <= cfg.reward.chaos_cusum_ratio:
-            return None  # the noise a batch this small must have at this level
+            return None  # the noise such a batch must have at this level
     return _decide(f.severity, "the check's own rule", because)
 
 
