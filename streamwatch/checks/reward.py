@@ -224,8 +224,8 @@ class RewardCheck(Check):
         if self._bends >= _MIN_BENDS:
             # in the units of the run's own calm bends: the reference noise is a median of
             # window sds, below the sd of heavy-tailed noise (Student-t with 3 degrees of
-            # freedom: 1.3x the squared bends of Gaussian noise at the same median), whose
-            # bends would otherwise count as growth step after step
+            # freedom: 1.17 against Gaussian noise's 1.07, _GAUSSIAN_BEND), whose bends
+            # would otherwise count as growth step after step
             u = u / max(self._bend_mean / _GAUSSIAN_BEND, 1.0)
         stat = self.chaos_evidence + (u * self._llr_slope - self._llr_offset)
         self.chaos_evidence = stat = max(stat, 0.0)
