@@ -191,51 +191,63 @@ def test_a_service_restarted_after_the_stop_request_sends_no_second_one(
     from streamwatch.publish import Publisher
 
     steps = collapse_steps("grpo-restart", steps=600)
-    critical_step = 162
+    cut = 162 + 60  # 60 steps after the critical incident
     background, seen = start_service(bootstrap, names, tmp_path / "a1.jsonl")  # makes the topics
     pub = Publisher(bootstrap, "grpo-restart", topic=names.topic, host="n0", rank=0)
     first = background.service.actor
     assert first is not None
-    cut = critical_step + 60
     try:
-        pub.log(steps[0][1], step=steps[0][0])  # the topic has a leader, the service a partition
-        wait_for(
-            lambda: background.service.counts.events >= 1,
-            "the first event",
-            lambda: f"{pub.stats} {background.service.counts.summary()}",
-        )
-        for step, metrics in steps[1:cut]:
-            pub.log(metrics, step=step)
-            time.sleep(0.002)
-        pub.flush()
-        wait_for(
-            lambda: len(first.records) > 0,
-            "the stop request",
-            lambda: (
-                f"{background.service.counts.events} events; "
-                + str([(i.kind, i.severity.value, i.step) for _, i in seen.updates])
-            ),
-        )
+        try:
+            # the topic has a leader, the service a partition
+            pub.log(steps[0][1], step=steps[0][0])
+            wait_for(
+                lambda: background.service.counts.events >= 1,
+                "the first event",
+                lambda: f"{pub.stats}; {service_state(background.service)}",
+            )
+            for step, metrics in steps[1:cut]:
+                pub.log(metrics, step=step)
+                time.sleep(0.002)
+            pub.flush()
+            wait_for(
+                lambda: len(first.records) > 0,
+                "the stop request",
+                lambda: (
+                    f"{background.service.counts.events} events; "
+                    + str([(i.kind, i.severity.value, i.step) for _, i in seen.updates])
+                ),
+            )
+        finally:
+            background.finish()
+        # a new process (another host: an empty action log) takes the partitions over
+        background, seen = start_service(bootstrap, names, tmp_path / "a2.jsonl")
+        second = background.service.actor
+        assert second is not None
+        rest = steps[cut:]
+        try:
+            for step, metrics in rest:
+                pub.log(metrics, step=step)
+            pub.close()  # and the end-of-run marker
+            wait_for(
+                lambda: background.service.counts.events >= len(rest) + 1,
+                "the rest",
+                lambda: service_state(background.service),
+            )
+        finally:
+            background.finish()
     finally:
-        background.finish()
-    # a new process (another host: an empty action log) takes the partitions over
-    background, seen = start_service(bootstrap, names, tmp_path / "a2.jsonl")
-    second = background.service.actor
-    assert second is not None
-    rest = steps[cut:]
-    try:
-        for step, metrics in rest:
-            pub.log(metrics, step=step)
-        pub.close()  # and the end-of-run marker
-        wait_for(lambda: background.service.counts.events >= len(rest) + 1, "the rest")
-    finally:
-        background.finish()
+        pub.close()  # a no-op once closed; on a failure, nothing is left open
     assert [(r.rule, r.kind) for r in first.records] == [("stop", "entropy_collapse")]
     assert list(second.records) == []  # nothing done again
     assert [r.rule for r in second.done("grpo-restart")] == ["stop"]  # learnt from the topic
     assert not any(inc.actions for _, inc in seen.updates)
     stops = [m for m in control_messages(bootstrap, names.control) if m["type"] == "stop"]
     assert len(stops) == 1
+
+
+def service_state(service: Service) -> str:
+    """What a timed-out wait shows: the service's counts and its consumer's group state."""
+    return f"{service.counts.summary()}; consumer: {service.membership()}"
 
 
 def wait_for(

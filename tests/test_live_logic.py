@@ -837,3 +837,60 @@ def test_a_consumer_out_of_its_group_too_long_is_replaced_and_subscribed_as_befo
     second.state = MemberState.REBALANCING
     consumer.poll(10)
     assert len(made) == 1
+
+
+class _Coordinator:
+    """kafka-python's group coordinator as far as the lost join shows: whether it means to
+    (re)join."""
+
+    def __init__(self) -> None:
+        self.rejoin = True
+
+    def need_rejoin(self) -> bool:
+        return self.rejoin
+
+
+def test_a_consumer_whose_join_was_left_unfinished_is_replaced_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """kafka-python 3.0.12 on a fresh broker: a rejoin whose poll timed out is never finished
+    once the leader's assignment makes the client see no reason to rejoin. The member stays
+    ``<rebalancing>`` holding revoked partitions it never fetches; a rebalance in progress,
+    which the client still means to finish, is left alone."""
+    from kafka.structs import MemberState
+
+    from streamwatch.live.kafka import KafkaGroupConsumer
+
+    clock = ManualClock(0.0)
+    first = _StuckClient(MemberState.REBALANCING)
+    first.assigned = {("metrics", 0), ("metrics", 1)}
+    coordinator = _Coordinator()
+    first._coordinator = coordinator  # type: ignore[attr-defined]
+    made: list[_StuckClient] = []
+
+    def make() -> _StuckClient:
+        made.append(_StuckClient(MemberState.REBALANCING))
+        return made[-1]
+
+    consumer = KafkaGroupConsumer(first, make=make, stuck_after=30.0, clock=clock)
+    consumer.subscribe("metrics", NoListener())
+    consumer.poll(10)
+    clock.advance(10.0)
+    consumer.poll(10)
+    assert not made and not consumer.join_lost()  # joining: the client means to finish
+    coordinator.rejoin = False  # the leader assigned; the join's end is never taken up
+    assert consumer.join_lost()
+    consumer.poll(10)
+    clock.advance(1.0)
+    consumer.poll(10)
+    assert not made  # a moment's grace
+    clock.advance(1.5)
+    with caplog.at_level(logging.WARNING, logger="streamwatch.live.kafka"):
+        consumer.poll(10)
+    [second] = made
+    assert first.closed and second.subscribed == [(["metrics"], first.subscribed[0][1])]
+    assert "the join of group g was left unfinished for 2 s" in caplog.text
+    assert consumer.replaced == 1
+    clock.advance(5.0)
+    consumer.poll(10)  # the new client has no coordinator of that kind: nothing more
+    assert len(made) == 1

@@ -92,6 +92,10 @@ class Consumer(Protocol):
         """The partition's end offset as the last fetch reported (None: not fetched yet)."""
         ...
 
+    def membership(self) -> str:
+        """The member's group state in a line (state, generation, partitions), for errors."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -37,6 +37,9 @@ _CALL_TIMEOUT_MS = 60_000
 #: every 0.2 s, as the service's do, takes a few seconds
 _STUCK_SESSIONS = 3
 _STUCK_MIN_S = 15.0
+#: a consumer whose join was left unfinished (see :meth:`KafkaGroupConsumer.join_lost`) for
+#: this long is replaced: a join in progress that kafka-python still means to finish says so
+_LOST_JOIN_S = 2.0
 
 
 class KafkaBroker:
@@ -128,7 +131,9 @@ class KafkaGroupConsumer:
     no partition) for ``stuck_after`` seconds while polling is replaced by a new one,
     subscribed as it was: a
     kafka-python 3.0 consumer was seen to wait on its second JoinGroup for good (the broker
-    had dropped the member), idle while its peer owned every partition.
+    had dropped the member), idle while its peer owned every partition. So is, after
+    ``_LOST_JOIN_S`` seconds, one whose join was left unfinished (:meth:`join_lost`), whether
+    or not it holds partitions.
     """
 
     def __init__(
@@ -144,6 +149,7 @@ class KafkaGroupConsumer:
         self.stuck_after = stuck_after
         self.clock = clock or SystemClock()
         self._stable_at = self.clock.monotonic()
+        self._lost_since: float | None = None  # when a lost join was first seen
         self._subscribed: tuple[str, _Listener] | None = None
         self.replaced = 0  # consumers replaced for staying out of the group
 
@@ -159,24 +165,58 @@ class KafkaGroupConsumer:
         self._watch()
         return batch  # kafka-python's TopicPartition is a (topic, partition) named tuple too
 
+    def join_lost(self) -> bool:
+        """Whether the client is out of its group with no join left to make: kafka-python
+        3.0.12 rejoins when a subscribed topic's partitions change from what the last
+        assignment saw; when a poll times out with that join in flight and its leader has
+        meanwhile assigned the partitions (so that no change is seen any more), no later poll
+        finishes the join. The member stays ``<rebalancing>`` for good, its heartbeat off, its
+        partitions revoked and never fetched (seen against a fresh broker, whose first
+        assignment saw no partitions: no event read for 90 s)."""
+        if self._consumer.group_metadata().state == MemberState.STABLE:
+            return False
+        need_rejoin = getattr(getattr(self._consumer, "_coordinator", None), "need_rejoin", None)
+        return callable(need_rejoin) and not bool(need_rejoin())
+
     def _watch(self) -> None:
         """Replace a consumer that has stayed out of its group too long."""
         now = self.clock.monotonic()
         meta = self._consumer.group_metadata()
+        if self._lost_join(now):
+            return
         if meta.state == MemberState.STABLE or self._consumer.assignment():
             self._stable_at = now  # in the group, or still holding partitions
             return
         waited = now - self._stable_at
         if self._make is None or self._subscribed is None or waited < self.stuck_after:
             return
-        log.warning(
-            "not a stable member of group %s for %.0f s (%s, generation %s): a new consumer "
-            "joins in its place",
-            meta.group_id,
-            waited,
-            meta.state,
-            meta.generation_id,
+        self._replace(
+            f"not a stable member of group {meta.group_id} for {waited:.0f} s ({meta.state}, "
+            f"generation {meta.generation_id})"
         )
+
+    def _lost_join(self, now: float) -> bool:
+        """Replace a consumer whose join was lost (:meth:`join_lost`) for ``_LOST_JOIN_S``."""
+        if self._make is None or self._subscribed is None or not self.join_lost():
+            self._lost_since = None
+            return False
+        if self._lost_since is None:
+            self._lost_since = now
+        waited = now - self._lost_since
+        if waited < _LOST_JOIN_S:
+            return False
+        meta = self._consumer.group_metadata()
+        self._replace(
+            f"the join of group {meta.group_id} was left unfinished for {waited:.0f} s "
+            f"({meta.state}, generation {meta.generation_id})"
+        )
+        return True
+
+    def _replace(self, why: str) -> None:
+        log.warning("%s: a new consumer joins in its place", why)
+        assert self._make is not None and self._subscribed is not None
+        now = self.clock.monotonic()
+        self._lost_since = None
         old, self._consumer = self._consumer, self._make()
         topic, listener = self._subscribed
         self._consumer.subscribe([topic], listener=listener)
@@ -203,6 +243,15 @@ class KafkaGroupConsumer:
     def highwater(self, partition: Partition) -> int | None:
         high: int | None = self._consumer.highwater(TopicPartition(*partition))
         return high
+
+    def membership(self) -> str:
+        meta = self._consumer.group_metadata()
+        held = sorted(f"{tp.topic}[{tp.partition}]" for tp in self._consumer.assignment())
+        return (
+            f"{meta.state} in group {meta.group_id}, generation {meta.generation_id}, "
+            f"member {meta.member_id or '-'}, holding {', '.join(held) or 'no partition'}; "
+            f"replaced {self.replaced} times"
+        )
 
     def close(self) -> None:
         try:

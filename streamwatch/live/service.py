@@ -234,6 +234,11 @@ class Service:
         if running is not None:
             running.close()
 
+    def membership(self) -> str:
+        """The consumer's group state in a line ("not running" when it is not)."""
+        running = self._running
+        return "not running" if running is None else running.consumer.membership()
+
     @property
     def committer(self) -> Committer:
         """The commit protocol of the running service."""

@@ -292,6 +292,10 @@ class FakeConsumer:
             return None
         return self.broker.end_offset(partition.topic, partition.partition)
 
+    def membership(self) -> str:
+        held = sorted(f"{p.topic}[{p.partition}]" for p in self.assigned)
+        return f"in group {self.group}, holding {', '.join(held) or 'no partition'}"
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
