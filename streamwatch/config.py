@@ -229,6 +229,19 @@ class HackingSettings(_Section):
     slack: float = Field(0.5, ge=0, description="CUSUM allowance, eval-noise sds per evaluation")
     threshold: float = Field(4.0, gt=0, description="CUSUM decision level, eval-noise sds")
     drop: float = Field(0.02, gt=0, description="and a held-out fall of at least this (absolute)")
+    drop_share: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="...or of this share of the held-out's level, when that is less (a "
+        "recommender's validation NDCG@10 lives at 0.02: it cannot fall by 0.02)",
+    )
+    fall_evals: int = Field(
+        6,
+        ge=4,
+        description="evaluations each below the one before, a fall that needs no level "
+        "(a run evaluated 6 times has none of min_reference evaluations to judge by)",
+    )
     drop_evals: int = Field(
         3, ge=1, description="...in the mean of the last this many evaluations below the level"
     )

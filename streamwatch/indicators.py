@@ -320,7 +320,8 @@ class IndicatorMap:
         self.patterned = rank
         self.patterns = patterns
         #: the rank of a metric that matches no rule
-        self.unranked = rank + (len(name_patterns.RULES) + 1) * _PER_RULE
+        word_rules = len(name_patterns.RULES) + len(name_patterns.EVAL_RULES)
+        self.unranked = rank + word_rules * _PER_RULE
         self._cache: dict[str, tuple[Indicator | None, int]] = {}
 
     def lookup(self, metric: str) -> tuple[Indicator | None, int]:

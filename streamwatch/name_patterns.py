@@ -23,6 +23,8 @@ Match(indicator='reward_std', what='reward + std', rule=1, extra=0)
 None None None
 >>> print(match("time/compute_kl_sample_train"), match("timing_s/reward"))
 None None
+>>> [match(n).what for n in ("eval/accuracy", "eval/ndcg@10")]
+['evaluation + reward or accuracy', 'evaluation + a quality score (ndcg, recall, f1...)']
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["HELDOUT", "RULES", "Match", "PatternRule", "match", "words"]
+__all__ = ["EVAL_RULES", "HELDOUT", "RULES", "Match", "PatternRule", "match", "words"]
 
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _WORD = re.compile(r"[a-z]+|[0-9]+")
@@ -43,6 +45,11 @@ MAX = frozenset({"max", "maximum"})
 MIN = frozenset({"min", "minimum"})
 EVAL = frozenset({"val", "validation", "eval", "evaluation", "test", "heldout"})
 ACCURACY = frozenset({"accuracy", "acc", "pass", "correct", "success"})
+#: an evaluation's quality scores other than a reward or an accuracy: ranking and retrieval
+#: (NDCG, MRR, hit rate, recall, precision), and answers matched (F1, exact match)
+QUALITY = frozenset(
+    {"ndcg", "mrr", "hit", "hits", "hitrate", "recall", "precision", "f1", "em", "exact"}
+)
 #: words of a setting or a target, not of something the run measured
 SETTING = frozenset({"coef", "coeff", "coefficient", "beta", "target", "weight", "lr", "ctl"})
 #: words of the time spent on something: a duration, not the thing measured
@@ -124,6 +131,17 @@ HELDOUT = PatternRule(
     lambda w: bool(w & (REWARD | ACCURACY)) and not w & (STD | MAX | MIN),
     EVAL | REWARD | ACCURACY,
 )
+#: ...or, when no reward or accuracy of an evaluation is logged, another quality score of it:
+#: a recommender's validation ``ndcg@10`` (fewer other words first: ``recall@10`` before
+#: ``cold_recall@10``)
+HELDOUT_QUALITY = PatternRule(
+    "heldout_reward",
+    "evaluation + a quality score (ndcg, recall, f1...)",
+    lambda w: bool(w & QUALITY) and not w & (STD | MAX | MIN),
+    EVAL | QUALITY,
+)
+#: The rules of an evaluation's names, in order, ranked after :data:`RULES`.
+EVAL_RULES = (HELDOUT, HELDOUT_QUALITY)
 
 
 def words(name: str) -> frozenset[str]:
@@ -144,7 +162,7 @@ def match(name: str) -> Match | None:
     if not w or w & (SETTING | TIMED):
         return None
     if w & EVAL:
-        candidates: tuple[tuple[int, PatternRule], ...] = ((len(RULES), HELDOUT),)
+        candidates = tuple(enumerate(EVAL_RULES, start=len(RULES)))
     else:
         candidates = tuple(enumerate(RULES))
     for place, rule in candidates:

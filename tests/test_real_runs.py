@@ -79,3 +79,26 @@ def test_a_healthy_run_is_told_a_few_things_once_and_stopped_never(path: Path) -
     info = [i.id for i in fired if i.severity is Severity.INFO]
     assert len(info) <= 2, [describe(i) for i in fired]
     assert len(set(info)) == len(info)
+
+
+def _manifest_file(run_id: str) -> Path:
+    with MANIFEST.open("rb") as f:
+        (run,) = [r for r in tomllib.load(f)["run"] if r["id"] == run_id]
+    return MANIFEST.parent / str(run["file"])
+
+
+def test_a_held_out_score_falling_at_every_evaluation_as_the_train_reward_climbs_is_hacking() -> (
+    None
+):
+    """A recommender's GRPO runs (aashkashah09/rec-grpo): validation NDCG@10 in rows marked
+    ``"eval": true`` every 200 steps. With the cold-item bonus uncapped the train reward
+    climbs 0.05 -> 0.2 while NDCG@10 falls at each of its 6 evaluations, 0.0222 -> 0.0165 (the
+    author: uncapped variants pay in warm accuracy); capped, NDCG@10 holds at 0.026-0.028."""
+    fired = replayed(_manifest_file("custom-grpo-rec-semantic-id-capinf")).incidents
+    (hacking,) = [i for i in fired if i.kind == "reward_hacking"]
+    assert (hacking.severity, hacking.metric) == (Severity.WARNING, "eval/ndcg@10")
+    assert (hacking.onset_step, hacking.step) == (200, 1200)  # its first and sixth evaluation
+    for healthy in ("custom-grpo-rec-semantic-id-lambda0", "custom-grpo-rec-semantic-id-lambda1"):
+        assert not [
+            i for i in replayed(_manifest_file(healthy)).incidents if i.kind.endswith("hacking")
+        ]

@@ -20,6 +20,17 @@ A CUSUM weighs every evaluation since the fall began, so a steady decline is fou
 evaluations while a single bad one is not. A train score far above held-out is normal and is
 not judged.
 
+A run evaluated rarely has no level to judge by: 6 evaluations in 1,400 steps never make the
+8 of ``min_reference``. Until it has one, its fall is seen another way: ``fall_evals``
+evaluations in a row, each below the one before (6 values of a flat noisy series fall so by
+chance once in 720 orderings), falling by ``drop`` in all, while the train reward rose over
+the same evaluations as above. Once the level exists, the CUSUM alone judges: beside a
+rising train reward, a flat held-out (sd 0.01, 100 evaluations) has 6 in a row falling by
+0.02 somewhere in 10 runs of 200, and the CUSUM calls 13 of the 200 hacking with or without
+this rule before the level. A fall that matters is ``drop``, or ``drop_share`` of the
+held-out's level when that is less: a score that lives at 0.02 (a recommender's NDCG@10)
+cannot fall by 0.02, while an accuracy of 0.2 or more keeps the absolute 0.02.
+
 Noise, of evaluations and of the train reward alike, comes from second differences
 (``y[t] - 2 y[t-1] + y[t-2]`` has sd ``sqrt(6)`` x the noise for independent values, and a
 learning curve's slow bend adds almost nothing), as a root mean square over the last
@@ -57,6 +68,17 @@ class HackingCheck:
         self._train_bends = Bends(settings.noise_window)
         self.forget_heldout()
 
+    def floor(self, level: float) -> float:
+        """The least fall that matters below ``level``: ``drop``, or ``drop_share`` of the
+        level when that is less.
+
+        >>> from streamwatch.config import HackingSettings
+        >>> c = HackingCheck(HackingSettings())
+        >>> c.floor(0.6), c.floor(0.0222), c.floor(-0.67)
+        (0.02, 0.00222, 0.02)
+        """
+        return min(self.s.drop, self.s.drop_share * abs(level))
+
     def forget_heldout(self) -> None:
         """The held-out side afresh: at the start, and when another metric feeds the
         held-out reward from then on (the train reward's state is kept)."""
@@ -69,6 +91,12 @@ class HackingCheck:
         self.cusum = 0.0
         self.since = -1
         self._excursion: list[float] = []  # the evaluations since the CUSUM left 0
+        # the last evaluations, each below the one before: values, steps, the train reward's
+        # mean over each one's period and how many values that mean is of
+        self._fall: list[float] = []
+        self._fall_steps: list[int] = []
+        self._fall_train: list[float] = []
+        self._fall_n: list[int] = []
 
     def train(self, x: float) -> None:
         self._period_sum += x
@@ -84,9 +112,12 @@ class HackingCheck:
             self._period_sum, self._period_n = 0.0, 0
         train_now = self.train_level
         ready = self.evals >= self.s.min_evals and len(self._reference) >= self.s.min_reference
+        # before the held-out has a level, its fall is told by its order alone (and only then:
+        # over 100 evaluations a flat series has such a stretch in 1 run of 20)
+        fell = [] if ready else self._falling(step, metric, y, train_now)
         if not ready or math.isnan(train_now):
             self._note_reference(step, y, train_now)
-            return []
+            return fell
         reference = self._reference.median()
         noise = max(
             self._bends.noise() if self._bends.ready else self._reference.robust_sd(), _MIN_NOISE
@@ -97,29 +128,27 @@ class HackingCheck:
         self.cusum = max(0.0, self.cusum + shortfall / noise - self.s.slack)
         if self.cusum == 0.0:
             # no fall after all: the excursion's evaluations were the held-out's level too
-            return self._level_again(step, y, train_now)
+            self._level_again(step, y, train_now)
+            return fell
         self._excursion.append(y)
         # the fall: of the last evaluations, not one low one (noise dips alone)
         last = self._excursion[-self.s.drop_evals :]
         drop = reference - sum(last) / len(last)
-        if len(self._excursion) > self._reference.size and drop < self.s.drop:
+        floor = self.floor(reference)
+        if len(self._excursion) > self._reference.size and drop < floor:
             # a little below the level for longer than the level's own window: this is the
             # held-out's level now (a reference that came out high never sees the CUSUM
             # return to 0)
             self._excursion.pop()
-            return self._level_again(step, y, train_now)
+            self._level_again(step, y, train_now)
+            return fell
         train_gain = train_now - self.train_at_reference
-        if self.cusum <= self.s.threshold or drop < self.s.drop:
-            return []
-        if math.isnan(train_gain) or train_gain < self.s.train_rise:
-            return []  # no rise, or no train reward at the reference: no sign of hacking
-        # the means of two periods of n and m train values differ by chance with sd
-        # sqrt(1 / n + 1 / m) x the train noise: a rise within that is no rise
-        train_noise = self._train_bends.noise() if self._train_bends.ready else 0.0
-        train_sd = train_noise * math.sqrt(1.0 / self._level_n + 1.0 / self._reference_n)
-        if train_gain <= self.s.train_rise_sds * train_sd:
-            return []
-        severity = Severity.CRITICAL if drop > 3 * self.s.drop * 2 else Severity.WARNING
+        if self.cusum <= self.s.threshold or drop < floor:
+            return fell
+        train_sd = self._train_sd(self._level_n, self._reference_n)
+        if not self._rose(train_gain, train_sd):
+            return fell  # no rise, or no train reward at the reference: no sign of hacking
+        severity = Severity.CRITICAL if drop > 3 * floor * 2 else Severity.WARNING
         return [
             Finding(
                 Kind.REWARD_HACKING,
@@ -143,7 +172,69 @@ class HackingCheck:
             )
         ]
 
-    def _level_again(self, step: int, y: float, train_now: float) -> list[Finding]:
+    def _train_sd(self, n: int, m: int) -> float:
+        """The sd by chance of the difference of two periods' train means, of n and m values:
+        sqrt(1 / n + 1 / m) x the train noise."""
+        if n <= 0 or m <= 0:
+            return math.inf
+        noise = self._train_bends.noise() if self._train_bends.ready else 0.0
+        return noise * math.sqrt(1.0 / n + 1.0 / m)
+
+    def _rose(self, gain: float, sd: float) -> bool:
+        """Whether the train reward rose: by ``train_rise``, and by more than chance."""
+        if math.isnan(gain) or gain < self.s.train_rise:
+            return False
+        return gain > self.s.train_rise_sds * sd
+
+    def _falling(self, step: int, metric: str, y: float, train_now: float) -> list[Finding]:
+        """The fall rule: the last ``fall_evals`` evaluations each below the one before, by
+        a fall that matters in all, while the train reward rose over them."""
+        values = self._fall
+        if values and not y < values[-1]:  # not below the last: the fall starts afresh
+            values.clear()
+            self._fall_steps.clear()
+            self._fall_train.clear()
+            self._fall_n.clear()
+        values.append(y)
+        self._fall_steps.append(step)
+        self._fall_train.append(train_now)
+        self._fall_n.append(self._level_n)
+        if len(values) > self.s.fall_evals:
+            del values[0], self._fall_steps[0], self._fall_train[0], self._fall_n[0]
+        if len(values) < self.s.fall_evals:
+            return []
+        first = values[0]
+        drop = first - y
+        if drop < self.floor(first):
+            return []
+        gain = train_now - self._fall_train[0]
+        sd = self._train_sd(self._fall_n[0], self._fall_n[-1])
+        if not self._rose(gain, sd):
+            return []
+        start = self._fall_steps[0]
+        return [
+            Finding(
+                Kind.REWARD_HACKING,
+                "heldout_reward",
+                metric,
+                Severity.WARNING,
+                step,
+                f"train reward {gain:+.3g} since step {start} while held-out {metric} fell at "
+                f"each of its last {len(values) - 1} evaluations, {first:.3g} -> {y:.3g}",
+                {
+                    "heldout": y,
+                    "heldout_reference": first,
+                    "heldout_drop": drop,
+                    "falls_in_a_row": float(len(values) - 1),
+                    "train_reward": train_now,
+                    "train_reward_at_reference": self._fall_train[0],
+                    "train_gain_sds": gain / sd if sd > 0 else math.inf,
+                },
+                onset_step=start,
+            )
+        ]
+
+    def _level_again(self, step: int, y: float, train_now: float) -> None:
         """The excursion below the level was no fall: its evaluations, then this one, join
         the level, and the evidence starts afresh."""
         for past in self._excursion:
@@ -151,7 +242,6 @@ class HackingCheck:
         self._excursion.clear()
         self.cusum = 0.0
         self._note_reference(step, y, train_now)
-        return []
 
     def _note_reference(self, step: int, y: float, train_now: float) -> None:
         """No evidence of a fall: this evaluation is part of the held-out's normal level."""

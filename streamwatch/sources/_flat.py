@@ -9,7 +9,11 @@ by group, as EasyR1's ``experiment_log.jsonl`` does (``{"step": 1, "actor": {"kl
 ROLL's per-step records carry their step as ``system/step``. A logger that writes several
 kinds of record at one step, told apart by a ``type`` word (``{"type": "eval", "grpo_step":
 5, "reward": ...}``, ``{"type": "rollout", "grpo_step": 5, "reward": ...}``), has each kind's
-entries read under that word: ``eval/reward``, ``rollout/reward``.
+entries read under that word: ``eval/reward``, ``rollout/reward``. A record that says it is an
+evaluation's by a flag (``"eval": true``, ``"is_eval": true``) or its split (``"split":
+"val"``) has its entries read under ``eval/``: a custom recommender log writes its validation
+``{"step": 200, "eval": true, "ndcg@10": 0.0222}`` between its training records, and its
+``ndcg@10`` is the held-out score, not a training metric.
 
 >>> flat_step({"global_step/max_steps": "10/560", "loss": 0.1})
 ('global_step/max_steps', 10)
@@ -19,6 +23,10 @@ entries read under that word: ``eval/reward``, ``rollout/reward``.
 {'actor/kl_loss': 0.01, 'critic/score/mean': 0.5, 'x': 1}
 >>> record_kind({"type": "eval", "grpo_step": 5}), record_kind({"type": 3})
 ('eval/', '')
+>>> record_kind({"step": 200, "eval": True}), record_kind({"split": "val"})
+('eval/', 'eval/')
+>>> record_kind({"step": 200, "eval": False}), record_kind({"split": "train"})
+('', '')
 """
 
 from __future__ import annotations
@@ -88,10 +96,23 @@ KIND_KEY = "type"
 _KIND = re.compile(r"[A-Za-z][\w-]*")
 
 
+#: Keys whose ``true`` marks an evaluation's record.
+EVAL_FLAGS = ("eval", "is_eval", "evaluation", "validation")
+#: The key naming a record's split, and the splits that are held out.
+SPLIT_KEY = "split"
+HELDOUT_SPLITS = frozenset({"eval", "val", "valid", "validation", "test", "heldout"})
+
+
 def record_kind(obj: dict[str, object]) -> str:
-    """The prefix of a record's entries: its ``type`` word and a slash, or nothing."""
+    """The prefix of a record's entries: its ``type`` word and a slash, ``eval/`` for an
+    evaluation's record, or nothing."""
     kind = obj.get(KIND_KEY)
-    return f"{kind}/" if isinstance(kind, str) and _KIND.fullmatch(kind) else ""
+    if isinstance(kind, str) and _KIND.fullmatch(kind):
+        return f"{kind}/"
+    split = obj.get(SPLIT_KEY)
+    if isinstance(split, str) and split.lower() in HELDOUT_SPLITS:
+        return "eval/"
+    return "eval/" if any(obj.get(flag) is True for flag in EVAL_FLAGS) else ""
 
 
 def _time(obj: dict[str, object]) -> float | None:
