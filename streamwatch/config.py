@@ -307,6 +307,14 @@ class DriftSettings(_Section):
         description="metric globs whose fall is no failure: memory that falls is freed (an "
         "EasyR1 run's host memory 160 -> 142 GB); a rise is reported",
     )
+    memory_share_limit: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="...from this level on when their values are a share of the device "
+        "(0..1): below it the device has room (vLLM reserves 0.9 of a GPU by default, its "
+        "gpu_memory_utilization; a ROLL run's peak memory share rose 0.82 -> 0.87)",
+    )
     ignore: tuple[str, ...] = Field(
         (
             "training/global_step",

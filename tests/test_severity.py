@@ -454,18 +454,28 @@ def test_a_format_accuracy_dipping_inside_its_range_while_the_run_learns_is_no_d
     assert [i for i in fired(CS336_MASKED) if i.kind == "metric_drift"] == []
 
 
-def test_host_memory_that_falls_is_no_drift_and_device_memory_that_rises_is_info() -> None:
+def test_host_memory_that_falls_is_no_drift_and_a_device_share_rising_with_room_neither(
+    tmp_path: Path,
+) -> None:
     """EasyR1 geometry3k: host memory 160 GB over steps 6-90, 142 GB from step ~100 (118 at
-    its first step): freed, no incident. ROLL IFEval: the peak device memory fraction
-    0.82-0.84 over its first 100 steps, 0.87 from step ~105: a rise beyond its range,
-    said (info)."""
+    its first step): freed, no incident. ROLL IFEval: the peak device memory share
+    0.82-0.84 over its first 100 steps, 0.87 from step ~105: a rise beyond its range with the
+    device's room left (under 0.9), no incident; the same rows 0.1 higher, rising to 0.97,
+    are said (info)."""
     host = values(EASYR1, "perf/cpu_memory_used_gb")
     assert 155 < host[50] < 165 and host[120] < 145
     assert [i for i in fired(EASYR1) if i.kind == "metric_drift"] == []
-    device = values(ROLL, "system/peak_memory_fraction")
-    assert max(device[s] for s in device if s < 95) < 0.85 < device[110]
-    drift = [i for i in fired(ROLL) if i.kind == "metric_drift"]
-    assert [(i.metric, i.severity) for i in drift] == [
-        ("system/peak_memory_fraction", Severity.INFO)
-    ]
-    assert drift[0].evidence["after"] > drift[0].evidence["range_high"]
+    name = "system/peak_memory_fraction"
+    device = values(ROLL, name)
+    assert max(device[s] for s in device if s < 95) < 0.85 < device[110] < 0.9
+    assert [i for i in fired(ROLL) if i.kind == "metric_drift"] == []
+    nearer = tmp_path / "metrics.jsonl"
+    with ROLL.open() as rows, nearer.open("w") as out:
+        for line in rows:
+            row = json.loads(line)
+            if name in row:
+                row[name] += 0.1
+            out.write(json.dumps(row) + "\n")
+    drift = [i for i in fired(nearer) if i.kind == "metric_drift"]
+    assert [(i.metric, i.severity) for i in drift] == [(name, Severity.INFO)]
+    assert 0.9 < drift[0].evidence["after"] > drift[0].evidence["range_high"]
