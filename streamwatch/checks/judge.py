@@ -330,7 +330,7 @@ def _drift(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) -
             # memory that falls is freed: no failure (an EasyR1 run's host memory 160 -> 142
             # GB at step 102, 118 GB at its first step)
             return None
-        if low >= 0.0 and high <= 1.0 and after < cfg.drift.memory_share_limit:
+        if 0.0 <= low <= high <= 1.0 and after < cfg.drift.memory_share_limit:
             # a share of the device's memory that rises with room left: a longer batch's
             # activations, not a leak (a ROLL run's peak share 0.82 -> 0.87)
             return None
