@@ -98,8 +98,10 @@ class SpikeCheck(Check):
                 # rounded to 0): "times the median" says nothing, and most of its values
                 # may be one rounded number (a MAD of 0); its spread is at least the mean
                 # absolute deviation, as a Gaussian sd
-                spread = sum(abs(v - med) for v in w.ordered) / len(w.ordered)
-                sd = max(sd, _SD_PER_MEAN_ABS * spread)
+                spread = 0.0
+                for v in w.ordered:  # a loop, not sum(): no float object per value compiled
+                    spread += abs(v - med)
+                sd = max(sd, _SD_PER_MEAN_ABS * spread / len(w.ordered))
             spike = dist > self._robust_z * sd
         w.update(x)
         if spike and self._spiking.streak == 0:

@@ -39,7 +39,7 @@ class Window:
         values = self.values
         ordered = self.ordered
         if len(values) == self.size:
-            del ordered[_place(ordered, values[self.head])]  # the oldest leaves
+            ordered.pop(_place(ordered, values[self.head]))  # the oldest leaves
         self.head = ring_put(values, self.head, self.size, x)
         ordered.insert(_after(ordered, x), x)
 
@@ -161,7 +161,7 @@ def _place(ordered: list[float], x: float) -> int:
     """
     lo, hi = 0, len(ordered)
     while lo < hi:
-        mid = (lo + hi) // 2
+        mid = (lo + hi) >> 1
         if ordered[mid] < x:
             lo = mid + 1
         else:
@@ -177,7 +177,7 @@ def _after(ordered: list[float], x: float) -> int:
     """
     lo, hi = 0, len(ordered)
     while lo < hi:
-        mid = (lo + hi) // 2
+        mid = (lo + hi) >> 1
         if x < ordered[mid]:
             hi = mid
         else:
