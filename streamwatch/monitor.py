@@ -96,14 +96,15 @@ class Monitor:
         loss = run.loss_metric
         if loss is not None and metrics.get(loss) == 0.0:
             run.loss_zero_step = step  # with a non-finite grad norm: the skipped-step signature
-        items: Iterable[tuple[str, float]] = metrics.items()
-        if n > self._max_metrics:
-            items = self._too_many(run, step, metrics, origin)
+        # a dict, not an iterable of pairs: compiled, its items are walked natively
+        read = metrics if n <= self._max_metrics else self._too_many(run, step, metrics, origin)
         series = run.series
-        generic: list[tuple[DriftColumn, float]] = []
+        # the generic values, screened together after the loop: two lists (no pair a value)
+        cols: list[DriftColumn] = []
+        xs: list[float] = []
         grace = run.grace_until
         nonfinite = 0
-        for name, x in items:
+        for name, x in read.items():
             s = series.get(name)
             if s is None:
                 s = self._new_series(run, name, metrics, step, origin)
@@ -114,15 +115,16 @@ class Monitor:
                 s.judged = step
                 col = s.drift
                 if col is not None and step > grace:
-                    generic.append((col, x))  # screened together, after the loop
+                    cols.append(col)
+                    xs.append(x)
                 if s.checks or s.special:
                     run.check(s, step, x)
                 continue
             if x - x != 0.0:  # nan or inf
                 nonfinite += 1
             run.value(s, src, step, x, origin)
-        if generic:
-            run.screened(step, generic, metrics)
+        if cols:
+            run.screened(step, cols, xs, metrics)
         if run.claims:
             run.claimed(step, metrics)
         run.end_event(step)
@@ -159,7 +161,7 @@ class Monitor:
 
     def _too_many(
         self, run: RunState, step: int, metrics: Mapping[str, float], origin: str
-    ) -> Iterable[tuple[str, float]]:
+    ) -> dict[str, float]:
         """An event with more metrics than ``max_metrics_per_event``: the first are read,
         the rest set aside (one problem for the event)."""
         limit = self.engine.max_metrics_per_event
@@ -174,7 +176,7 @@ class Monitor:
                 step,
             )
         )
-        return islice(metrics.items(), limit)
+        return dict(islice(metrics.items(), limit))
 
     def tick(self, now: float, heard: Mapping[str, float] | None = None) -> list[Incident]:
         """Time passes without events: check every run for stalls.

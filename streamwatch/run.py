@@ -531,7 +531,7 @@ class RunState:
         that see health count towards resolving them)."""
         col = s.drift
         if col is not None and step > self.grace_until:
-            self._report(_DRIFT_KINDS, s.name, step, screen(step, ((col, x),)))
+            self._report(_DRIFT_KINDS, s.name, step, screen(step, [col], [x]))
         self.check(s, step, x)
 
     def check(self, s: Series, step: int, x: float) -> None:
@@ -551,19 +551,19 @@ class RunState:
             self._close_special(s, step, x)
 
     def screened(
-        self, step: int, values: list[tuple[DriftColumn, float]], metrics: Mapping[str, float]
+        self, step: int, cols: list[DriftColumn], xs: list[float], metrics: Mapping[str, float]
     ) -> None:
         """One step's generic values of a run, screened together (a drift of a metric that is
         a copy of another of the event's is no finding); with drift incidents open, the
         columns that saw health count towards resolving theirs."""
-        found = drop_copies(screen(step, values), metrics)
+        found = drop_copies(screen(step, cols, xs), metrics)
         self.pending.extend(found)
         if not self.open_incidents:
             return
         on = self.book.firing_on(Kind.METRIC_DRIFT)
         if on:
             on.difference_update(f.indicator for f in found)
-            for col, _ in values:
+            for col in cols:
                 if col.indicator in on:
                     self._healthy(Kind.METRIC_DRIFT, col.indicator, step)
 

@@ -49,7 +49,7 @@ class Screened:
         self.column = DriftColumn(metric, metric, _E.drift)
 
     def update(self, step: int, x: float) -> list[Finding]:
-        return screen(step, [(self.column, x)])
+        return screen(step, [self.column], [x])
 
 
 def _noisy(n: int, level: float, sd: float, seed: int) -> list[float]:

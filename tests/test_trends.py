@@ -172,9 +172,7 @@ def test_sources_followed_are_bounded() -> None:
 
 
 def _screened(columns: list[DriftColumn], rows: list[list[float]]) -> list[Finding]:
-    return [
-        f for t, row in enumerate(rows) for f in screen(t, list(zip(columns, row, strict=True)))
-    ]
+    return [f for t, row in enumerate(rows) for f in screen(t, columns, row)]
 
 
 def test_a_slide_smaller_than_20_percent_is_a_drift_when_it_is_many_noise_sds() -> None:

@@ -19,8 +19,8 @@ by default).
 
 >>> from streamwatch.config import DriftSettings
 >>> col = DriftColumn("perf/mfu", "perf/mfu", DriftSettings(clock=1))
->>> found = screen(0, [(col, 1.0 + 0.01 * (i % 3)) for i in range(40)])
->>> found = [f for step in range(40, 60) for f in screen(step, [(col, 3.0)])]
+>>> found = [f for i in range(40) for f in screen(i, [col], [1.0 + 0.01 * (i % 3)])]
+>>> found = [f for step in range(40, 60) for f in screen(step, [col], [3.0])]
 >>> [(f.kind.value, f.step) for f in found]
 [('metric_drift', 46)]
 """
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from statistics import median
 from typing import ClassVar, Final, NamedTuple
 
@@ -213,14 +213,17 @@ class Reference(NamedTuple):
         return recent if (recent - heading) * (recent - self.newer) < 0.0 else heading
 
 
-def screen(step: int, values: Iterable[tuple[DriftColumn, float]]) -> list[Finding]:
-    """One step's finite values of a run's generic metrics; what drifted.
+def screen(step: int, columns: list[DriftColumn], xs: list[float]) -> list[Finding]:
+    """One step's finite values of a run's generic metrics (``xs[i]`` of ``columns[i]``);
+    what drifted.
 
     The loop every generic value goes through: keep it short.
     """
     found: list[Finding] = []
     cols: list[DriftColumn] = []
-    for col, x in values:
+    for i in range(len(columns)):
+        col = columns[i]
+        x = xs[i]
         ring = col.history
         if len(ring) < _HISTORY:
             ring.append(x)
