@@ -795,15 +795,13 @@ class _StuckClient:
         self.closed = True
 
 
-def test_a_consumer_out_of_its_group_too_long_is_replaced_and_subscribed_as_before(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def _watched(first: _StuckClient, clock: ManualClock) -> tuple[Any, list[_StuckClient]]:
+    """A group consumer over ``first``, subscribed and polled once, and the clients made to
+    replace it (each ``<rebalancing>`` at first)."""
     from kafka.structs import MemberState
 
     from streamwatch.live.kafka import KafkaGroupConsumer
 
-    clock = ManualClock(0.0)
-    first = _StuckClient(MemberState.STABLE)
     made: list[_StuckClient] = []
 
     def make() -> _StuckClient:
@@ -813,6 +811,17 @@ def test_a_consumer_out_of_its_group_too_long_is_replaced_and_subscribed_as_befo
     consumer = KafkaGroupConsumer(first, make=make, stuck_after=30.0, clock=clock)
     consumer.subscribe("metrics", NoListener())
     consumer.poll(10)
+    return consumer, made
+
+
+def test_a_consumer_out_of_its_group_too_long_is_replaced_and_subscribed_as_before(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from kafka.structs import MemberState
+
+    clock = ManualClock(0.0)
+    first = _StuckClient(MemberState.STABLE)
+    consumer, made = _watched(first, clock)
     first.state = MemberState.REBALANCING  # out of the group, partitions still held
     first.assigned = {("metrics", 0)}
     clock.advance(40.0)
@@ -850,7 +859,7 @@ class _Coordinator:
         return self.rejoin
 
 
-def test_a_consumer_whose_join_was_left_unfinished_is_replaced_at_once(
+def test_a_consumer_whose_join_was_left_unfinished_is_replaced_within_seconds(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """kafka-python 3.0.12 on a fresh broker: a rejoin whose poll timed out is never finished
@@ -859,22 +868,12 @@ def test_a_consumer_whose_join_was_left_unfinished_is_replaced_at_once(
     which the client still means to finish, is left alone."""
     from kafka.structs import MemberState
 
-    from streamwatch.live.kafka import KafkaGroupConsumer
-
     clock = ManualClock(0.0)
     first = _StuckClient(MemberState.REBALANCING)
     first.assigned = {("metrics", 0), ("metrics", 1)}
     coordinator = _Coordinator()
     first._coordinator = coordinator  # type: ignore[attr-defined]
-    made: list[_StuckClient] = []
-
-    def make() -> _StuckClient:
-        made.append(_StuckClient(MemberState.REBALANCING))
-        return made[-1]
-
-    consumer = KafkaGroupConsumer(first, make=make, stuck_after=30.0, clock=clock)
-    consumer.subscribe("metrics", NoListener())
-    consumer.poll(10)
+    consumer, made = _watched(first, clock)
     clock.advance(10.0)
     consumer.poll(10)
     assert not made and not consumer.join_lost()  # joining: the client means to finish

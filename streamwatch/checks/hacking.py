@@ -91,12 +91,9 @@ class HackingCheck:
         self.cusum = 0.0
         self.since = -1
         self._excursion: list[float] = []  # the evaluations since the CUSUM left 0
-        # the last evaluations, each below the one before: values, steps, the train reward's
-        # mean over each one's period and how many values that mean is of
-        self._fall: list[float] = []
-        self._fall_steps: list[int] = []
-        self._fall_train: list[float] = []
-        self._fall_n: list[int] = []
+        # the last evaluations, each below the one before: (value, step, the train reward's
+        # mean over its period, how many values that mean is of)
+        self._fall: list[tuple[float, int, float, int]] = []
 
     def train(self, x: float) -> None:
         self._period_sum += x
@@ -189,29 +186,22 @@ class HackingCheck:
     def _falling(self, step: int, metric: str, y: float, train_now: float) -> list[Finding]:
         """The fall rule: the last ``fall_evals`` evaluations each below the one before, by
         a fall that matters in all, while the train reward rose over them."""
-        values = self._fall
-        if values and not y < values[-1]:  # not below the last: the fall starts afresh
-            values.clear()
-            self._fall_steps.clear()
-            self._fall_train.clear()
-            self._fall_n.clear()
-        values.append(y)
-        self._fall_steps.append(step)
-        self._fall_train.append(train_now)
-        self._fall_n.append(self._level_n)
-        if len(values) > self.s.fall_evals:
-            del values[0], self._fall_steps[0], self._fall_train[0], self._fall_n[0]
-        if len(values) < self.s.fall_evals:
+        fall = self._fall
+        if fall and not y < fall[-1][0]:  # not below the last: the fall starts afresh
+            fall.clear()
+        fall.append((y, step, train_now, self._level_n))
+        if len(fall) > self.s.fall_evals:
+            del fall[0]
+        if len(fall) < self.s.fall_evals:
             return []
-        first = values[0]
+        first, start, train_first, n_first = fall[0]
         drop = first - y
         if drop < self.floor(first):
             return []
-        gain = train_now - self._fall_train[0]
-        sd = self._train_sd(self._fall_n[0], self._fall_n[-1])
+        gain = train_now - train_first
+        sd = self._train_sd(n_first, self._level_n)
         if not self._rose(gain, sd):
             return []
-        start = self._fall_steps[0]
         return [
             Finding(
                 Kind.REWARD_HACKING,
@@ -220,14 +210,14 @@ class HackingCheck:
                 Severity.WARNING,
                 step,
                 f"train reward {gain:+.3g} since step {start} while held-out {metric} fell at "
-                f"each of its last {len(values) - 1} evaluations, {first:.3g} -> {y:.3g}",
+                f"each of its last {len(fall) - 1} evaluations, {first:.3g} -> {y:.3g}",
                 {
                     "heldout": y,
                     "heldout_reference": first,
                     "heldout_drop": drop,
-                    "falls_in_a_row": float(len(values) - 1),
+                    "falls_in_a_row": float(len(fall) - 1),
                     "train_reward": train_now,
-                    "train_reward_at_reference": self._fall_train[0],
+                    "train_reward_at_reference": train_first,
                     "train_gain_sds": gain / sd if sd > 0 else math.inf,
                 },
                 onset_step=start,

@@ -173,7 +173,10 @@ class KafkaGroupConsumer:
         finishes the join. The member stays ``<rebalancing>`` for good, its heartbeat off, its
         partitions revoked and never fetched (seen against a fresh broker, whose first
         assignment saw no partitions: no event read for 90 s)."""
-        if self._consumer.group_metadata().state == MemberState.STABLE:
+        return self._forgot_join(self._consumer.group_metadata())
+
+    def _forgot_join(self, meta: Any) -> bool:
+        if meta.state == MemberState.STABLE:
             return False
         need_rejoin = getattr(getattr(self._consumer, "_coordinator", None), "need_rejoin", None)
         return callable(need_rejoin) and not bool(need_rejoin())
@@ -182,7 +185,7 @@ class KafkaGroupConsumer:
         """Replace a consumer that has stayed out of its group too long."""
         now = self.clock.monotonic()
         meta = self._consumer.group_metadata()
-        if self._lost_join(now):
+        if self._lost_join(now, meta):
             return
         if meta.state == MemberState.STABLE or self._consumer.assignment():
             self._stable_at = now  # in the group, or still holding partitions
@@ -195,9 +198,9 @@ class KafkaGroupConsumer:
             f"generation {meta.generation_id})"
         )
 
-    def _lost_join(self, now: float) -> bool:
+    def _lost_join(self, now: float, meta: Any) -> bool:
         """Replace a consumer whose join was lost (:meth:`join_lost`) for ``_LOST_JOIN_S``."""
-        if self._make is None or self._subscribed is None or not self.join_lost():
+        if self._make is None or self._subscribed is None or not self._forgot_join(meta):
             self._lost_since = None
             return False
         if self._lost_since is None:
@@ -205,7 +208,6 @@ class KafkaGroupConsumer:
         waited = now - self._lost_since
         if waited < _LOST_JOIN_S:
             return False
-        meta = self._consumer.group_metadata()
         self._replace(
             f"the join of group {meta.group_id} was left unfinished for {waited:.0f} s "
             f"({meta.state}, generation {meta.generation_id})"
