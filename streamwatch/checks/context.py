@@ -64,7 +64,7 @@ class Direction:
     (-1, -0.021)
     """
 
-    __slots__ = ("head", "least", "size", "values")
+    __slots__ = ("fitted", "head", "least", "size", "values")
 
     def __init__(self, size: int, least: int) -> None:
         # a ring (:func:`ring_put`), not a deque: a deque takes 760 bytes however few its
@@ -73,10 +73,14 @@ class Direction:
         self.head = 0
         self.size = size
         self.least = least  # values needed before a direction is known
+        # the least-squares fit of these values, once asked for (a judgement asks for it
+        # several times: its words, then which way it moves)
+        self.fitted: tuple[float, float] | None = None
 
     def update(self, x: float) -> None:
         if x - x == 0.0:  # finite
             self.head = ring_put(self.values, self.head, self.size, x)
+            self.fitted = None
 
     @property
     def known(self) -> bool:
@@ -106,6 +110,12 @@ class Direction:
         return 1 if z >= t else (-1 if z <= -t else 0)
 
     def _fit(self) -> tuple[float, float]:
+        fitted = self.fitted
+        if fitted is None:
+            fitted = self.fitted = self._least_squares()
+        return fitted
+
+    def _least_squares(self) -> tuple[float, float]:
         values = ring_oldest_first(self.values, self.head)
         n = len(values)
         if n < 2:

@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Mapping
-from statistics import median
-from typing import ClassVar, Final, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Final, NamedTuple
 
 from mypy_extensions import mypyc_attr
 from river._river_rust.drift import AdaptiveWindowing
 
 from streamwatch.config import DriftSettings
+from streamwatch.detectors.window import sorted_median
 from streamwatch.incidents import Finding, Kind, Severity
 
 __all__ = ["DriftColumn", "drop_copies", "screen"]
@@ -52,6 +52,9 @@ _MIN_BEFORE: Final = 10  # values needed to know where the metric was heading
 _MAX_BUCKETS: Final = 5
 _MIN_WINDOW: Final = 5
 _GRACE: Final = 10
+#: the window's update, taken from its class once: called so, it is not looked up by name
+#: on each value
+_UPDATE: Final[Callable[[Any, float], bool]] = AdaptiveWindowing.update
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -103,8 +106,8 @@ class DriftColumn:
     def end_warmup(self) -> None:
         warm = self.warm
         assert warm is not None
-        self.center = center = median(warm)
-        mad = 1.4826 * median(abs(v - center) for v in warm)
+        self.center = center = sorted_median(sorted(warm))
+        mad = 1.4826 * sorted_median(sorted([abs(v - center) for v in warm]))
         self.scale = mad or abs(center) * 0.01 or 1.0
         self.warm_range = (min(warm), max(warm))
         self.warm = None
@@ -113,6 +116,13 @@ class DriftColumn:
         """Its last values, oldest first."""
         ring, head = self.history, self.head
         return ring[head:].tolist() + ring[:head].tolist()
+
+    def last(self, n: int) -> list[float]:
+        """Its last ``n`` values (no more than it holds), oldest first."""
+        ring = self.history
+        size = len(ring)
+        end = self.head if size == _HISTORY else size  # one past the newest
+        return [ring[(end - n + i) % size] for i in range(n)]
 
     def changed(self) -> None:
         """ADWIN found a change: a fresh window (as river's ADWIN starts one on its next
@@ -132,7 +142,7 @@ class DriftColumn:
         ref = self.reference
         assert ref is not None
         # the median of the last values: one slow step (a checkpoint save) is not a shift
-        recent = sorted(self.recent()[-_RECENT:])[_RECENT // 2]
+        recent = sorted(self.last(_RECENT))[_RECENT // 2]
         # steps from the reference's newer half to the recent values' centre
         ahead = ref.ahead + _SKIP + (_CONFIRM - 1 - self.armed) - (_RECENT - 1) / 2
         expected = ref.expected(recent, ahead)
@@ -196,12 +206,16 @@ class Reference(NamedTuple):
     def of(cls, values: list[float]) -> Reference | None:
         n = len(values)
         half = n // 2
-        older, newer = median(values[:half]), median(values[half:])
+        older, newer = sorted_median(sorted(values[:half])), sorted_median(sorted(values[half:]))
         slope = (newer - older) / (n / 2.0)  # the halves' centres are n / 2 steps apart
         mean = math.fsum(values) / n
-        sd = math.sqrt(math.fsum([(v - mean) ** 2 for v in values]) / n)
-        ref = cls(median(values), newer, slope, (n - half - 1) / 2.0, sd, min(values), max(values))
-        return ref if all(map(math.isfinite, ref)) else None
+        sd = math.sqrt(math.fsum([(v - mean) * (v - mean) for v in values]) / n)
+        ordered = sorted(values)
+        level, low, high = sorted_median(ordered), ordered[0], ordered[-1]
+        finite = math.isfinite(slope) and math.isfinite(sd) and math.isfinite(level)
+        if not (finite and math.isfinite(newer) and -math.inf < low <= high < math.inf):
+            return None
+        return cls(level, newer, slope, (n - half - 1) / 2.0, sd, low, high)
 
     def expected(self, recent: float, ahead: float) -> float:
         """Where the values were heading, ``ahead`` steps past the newer half's centre: its
@@ -238,7 +252,7 @@ def screen(step: int, columns: list[DriftColumn], xs: list[float]) -> list[Findi
                 col.end_warmup()
             continue
         z = (x - col.center) / col.scale
-        if z - z == 0.0 and col.window.update(z):  # a finite z (a huge x can overflow)
+        if z - z == 0.0 and _UPDATE(col.window, z):  # a finite z (a huge x can overflow)
             col.changed()
         if col.armed:
             finding = col.confirm(step, x)

@@ -49,7 +49,7 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.config import HackingSettings
 from streamwatch.detectors import Window
-from streamwatch.detectors.window import ring_oldest_first, ring_put
+from streamwatch.detectors.window import ring_put, robust_sd_sorted, sorted_median
 from streamwatch.incidents import Finding, Kind, Severity
 
 _MIN_NOISE: Final = 1e-3
@@ -277,12 +277,12 @@ class Bends:
         return len(self._ring) >= 3
 
     def noise(self) -> float:
-        values = ring_oldest_first(self._ring, self._head)
-        window = Window(len(values))
-        for b in values:
-            window.update(b)
-        limit = 4.0 * window.robust_sd()
+        ring, head = self._ring, self._head
+        ordered = sorted(ring)
+        limit = 4.0 * robust_sd_sorted(ordered, sorted_median(ordered))
+        n = len(ring)
         total = 0.0
-        for b in values:
+        for i in range(n):  # oldest first
+            b = ring[(head + i) % n]
             total += min(b * b, limit * limit)
-        return math.sqrt(total / len(values) / 6.0)
+        return math.sqrt(total / n / 6.0)

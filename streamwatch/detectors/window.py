@@ -55,11 +55,7 @@ class Window:
         return ring_oldest_first(self.values, self.head)
 
     def median(self) -> float:
-        ordered = self.ordered
-        n = len(ordered)
-        if n % 2:
-            return ordered[n // 2]
-        return (ordered[n // 2 - 1] + ordered[n // 2]) / 2 if n else math.nan
+        return sorted_median(self.ordered)
 
     def robust_sd(self) -> float:
         """1.4826 x the median absolute deviation: the sd for Gaussian noise, blind to spikes."""
@@ -68,10 +64,8 @@ class Window:
     def median_and_sd(self) -> tuple[float, float]:
         """Median and robust sd together; NaN while too few values."""
         ordered = self.ordered
-        if len(ordered) < 2:
-            return (self.median(), math.nan)
-        m = self.median()
-        return m, 1.4826 * _deviation_median(ordered, m)
+        m = sorted_median(ordered)
+        return m, robust_sd_sorted(ordered, m)
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -125,6 +119,29 @@ class Recent:
         if n < self.size:
             return ring[:n].tolist()
         return ring[start:].tolist() + ring[:start].tolist()
+
+
+def sorted_median(ordered: list[float]) -> float:
+    """The median of values in ascending order (NaN if there are none), as
+    ``statistics.median`` gives it.
+
+    >>> sorted_median([1.0, 2.0, 4.0, 7.0]), sorted_median([3.0])
+    (3.0, 3.0)
+    """
+    n = len(ordered)
+    if n % 2:
+        return ordered[n // 2]
+    return (ordered[n // 2 - 1] + ordered[n // 2]) / 2 if n else math.nan
+
+
+def robust_sd_sorted(ordered: list[float], m: float) -> float:
+    """1.4826 x the median absolute deviation from ``m`` (their median) of values in
+    ascending order; NaN with fewer than two.
+
+    >>> robust_sd_sorted([1.0, 2.0, 4.0, 7.0], 3.0)
+    2.2239
+    """
+    return 1.4826 * _deviation_median(ordered, m) if len(ordered) >= 2 else math.nan
 
 
 def ring_put(ring: list[float], head: int, size: int, x: float) -> int:
