@@ -268,7 +268,20 @@ def main() -> None:
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         per = pool.apply(memory_per_series, (args.series,))
     print(f"memory per (run, metric) series at {args.series:,} series: {per / 1024:.1f} KB")
+    if args.compiled is not None:
+        print(f"  the same, {engines[1][0]}: {compiled_memory(engines[1][1], args.series):.1f} KB")
     print("target: <= 10 KB per series")
+
+
+def compiled_memory(tree: Path, series: int) -> float:
+    """:func:`memory_per_series` in a fresh process that imports ``tree``'s build, in KB."""
+    code = f"import throughput; print(throughput.memory_per_series({series}) / 1024)"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), str(ROOT / "benchmarks")]))
+    run = subprocess.run
+    out = run([sys.executable, "-c", code], env=env, cwd=tree, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{tree}: {out.stderr.strip().splitlines()[-1]}")
+    return float(out.stdout)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from typing import Any
 
 from mypy_extensions import mypyc_attr
 
@@ -38,10 +39,16 @@ class Window:
             return
         values = self.values
         ordered = self.ordered
+        # one float object for both lists (compiled, a double is boxed at each store)
+        boxed: Any = x
         if len(values) == self.size:
-            ordered.pop(_place(ordered, values[self.head]))  # the oldest leaves
-        self.head = ring_put(values, self.head, self.size, x)
-        ordered.insert(_after(ordered, x), x)
+            head = self.head
+            ordered.pop(_place(ordered, values[head]))  # the oldest leaves
+            values[head] = boxed
+            self.head = head + 1 if head + 1 < self.size else 0
+        else:
+            values.append(boxed)
+        ordered.insert(_after(ordered, x), boxed)
 
     @property
     def full(self) -> bool:
