@@ -211,11 +211,10 @@ class Reference(NamedTuple):
         mean = math.fsum(values) / n
         sd = math.sqrt(math.fsum([(v - mean) * (v - mean) for v in values]) / n)
         ordered = sorted(values)
-        level, low, high = sorted_median(ordered), ordered[0], ordered[-1]
-        finite = math.isfinite(slope) and math.isfinite(sd) and math.isfinite(level)
-        if not (finite and math.isfinite(newer) and -math.inf < low <= high < math.inf):
-            return None
-        return cls(level, newer, slope, (n - half - 1) / 2.0, sd, low, high)
+        ref = cls(
+            sorted_median(ordered), newer, slope, (n - half - 1) / 2.0, sd, ordered[0], ordered[-1]
+        )
+        return ref if all(map(math.isfinite, ref)) else None
 
     def expected(self, recent: float, ahead: float) -> float:
         """Where the values were heading, ``ahead`` steps past the newer half's centre: its

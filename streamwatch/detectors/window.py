@@ -39,7 +39,8 @@ class Window:
             return
         values = self.values
         ordered = self.ordered
-        # one float object for both lists (compiled, a double is boxed at each store)
+        # one float object for both lists (compiled, a double is boxed at each store: so
+        # the ring is kept here, not by ring_put, whose float parameter would box it anew)
         boxed: Any = x
         if len(values) == self.size:
             head = self.head
