@@ -19,6 +19,7 @@ COMPILED = [
     "streamwatch/run.py",
     "streamwatch/indicators.py",
     "streamwatch/cost.py",
+    "streamwatch/findings.py",
     *sorted(str(p) for p in Path("streamwatch/checks").glob("*.py") if p.name != "__init__.py"),
     *sorted(str(p) for p in Path("streamwatch/detectors").glob("*.py") if p.name != "__init__.py"),
 ]

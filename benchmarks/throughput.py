@@ -175,23 +175,20 @@ def resident_bytes() -> int:
 
 
 def memory_per_series(n_series: int, steps: int = 200) -> float:
-    """Runs in a fresh process: resident memory the Monitor added, per series."""
+    """Runs in a fresh process: resident memory the Monitor added, per series. Each event is
+    new, its values new float objects, as decoded from the wire: what the Monitor keeps of
+    them is its own."""
     rng = random.Random(0)
     names = [f"custom/metric_{i}" for i in range(6)]
     names += ["actor/entropy", "critic/score/mean", "response_length/mean", "actor/grad_norm"]
     runs = n_series // len(names)
-    events = [
-        [
-            Event(run_id=f"run-{r}", step=1, metrics={n: 1.0 + 0.05 * rng.random() for n in names})
-            for r in range(runs)
-        ]
-        for _ in range(2)
-    ]  # built first: the measurement is of the Monitor's state, not of the events
+    ids = [f"run-{r}" for r in range(runs)]
     base = resident_bytes()
     monitor = Monitor()
     for step in range(1, steps + 1):
-        for event in events[step % 2]:
-            monitor.process(event.model_copy(update={"step": step}))
+        for run_id in ids:
+            metrics = {n: 1.0 + 0.05 * rng.random() for n in names}
+            monitor.process(Event(run_id=run_id, step=step, metrics=metrics))
     used = resident_bytes() - base
     return used / sum(len(run.series) for run in monitor.runs.values())
 

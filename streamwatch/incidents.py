@@ -1,20 +1,12 @@
-"""Incidents: the contract, a stable fingerprint and the firing -> resolved lifecycle.
-
-A check reports a :class:`Finding` (the run is unhealthy in one respect, now) or nothing (the
-check looked and saw health). The :class:`IncidentBook` of a run turns that stream into
-incident updates: one firing incident per fingerprint, re-announced only when its severity
-rises, resolved once the check has seen health for ``resolve_after`` consecutive updates.
-An info of a fingerprint already announced (at any severity) is not announced again once it
-resolved: an info says something worth knowing once (entropy at a tenth of its start while
-the run learns, a KL beyond its ceiling beside a reward that does not fall), and it stays
-true while the run goes on; a warning or a critical is always announced.
+"""Incidents: the contract (the model every sink, topic and report reads), its kinds and
+severities, and a stable fingerprint. What checks report and the firing -> resolved lifecycle
+that turns their findings into incident updates are in :mod:`streamwatch.findings`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -22,9 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 __all__ = [
     "KINDS",
-    "Finding",
     "Incident",
-    "IncidentBook",
     "Kind",
     "Severity",
     "Status",
@@ -128,128 +118,3 @@ class Incident(BaseModel):
         if not self.actions:
             data.pop("actions", None)
         return data
-
-
-@dataclass(slots=True)
-class Finding:
-    """What a check saw: the run is unhealthy in this respect at this step."""
-
-    kind: Kind
-    indicator: str
-    metric: str
-    severity: Severity
-    step: int
-    message: str
-    evidence: dict[str, Any]
-    onset_step: int | None = None
-    #: which of the check's rules raised it ("level", "trend", "ceiling", ...): what its
-    #: severity is judged by, with the run's context (:mod:`streamwatch.checks.judge`)
-    rule: str = ""
-
-
-@dataclass(slots=True)
-class _Open:
-    incident: Incident
-    healthy: int = 0
-
-
-@dataclass(slots=True)
-class IncidentBook:
-    """Lifecycle of one run's incidents. Pure: the caller passes steps and times in."""
-
-    run_id: str
-    resolve_after: int
-    remedies: dict[str, list[str]]
-    open: dict[str, _Open] = field(default_factory=dict)
-    #: the (kind, indicator) of every open incident: what a check that saw health asks
-    firing: set[tuple[str, str]] = field(default_factory=set)
-    _fids: dict[tuple[str, str], str] = field(default_factory=dict)
-    #: the fingerprints announced on this run: a later info of one of them is not news
-    told: set[str] = field(default_factory=set)
-
-    def fire(self, finding: Finding, ts: float | None) -> Incident | None:
-        """Record a finding; return the update to announce, or None if nothing new."""
-        fid = self.fid(finding.kind, finding.indicator)
-        current = self.open.get(fid)
-        if current is not None:
-            current.healthy = 0
-            if finding.severity.rank <= current.incident.severity.rank:
-                return None
-        elif finding.severity is Severity.INFO and fid in self.told:
-            return None  # said once on this run
-        onset = finding.onset_step
-        if current is not None and current.incident.onset_step is not None:
-            onset = current.incident.onset_step
-        incident = Incident(
-            id=fid,
-            run_id=self.run_id,
-            kind=finding.kind.value,
-            severity=finding.severity,
-            status=Status.FIRING,
-            indicator=finding.indicator,
-            metric=finding.metric,
-            step=finding.step,
-            onset_step=onset,
-            ts=ts,
-            message=finding.message,
-            evidence=_copy(finding.evidence),
-            remedies=list(self.remedies.get(finding.kind.value, [])),
-        )
-        self.open[fid] = _Open(incident)
-        self.firing.add((finding.kind, finding.indicator))
-        self.told.add(fid)
-        return incident
-
-    def healthy(self, kind: Kind, indicator: str, step: int, ts: float | None) -> Incident | None:
-        """The check looked and saw health; resolve after enough of that in a row."""
-        if (kind, indicator) not in self.firing:
-            return None
-        fid = self.fid(kind, indicator)
-        current = self.open[fid]
-        current.healthy += 1
-        if current.healthy < self.resolve_after:
-            return None
-        return self.resolve(fid, step, ts, f"healthy for {current.healthy} updates")
-
-    def resolve(self, fid: str, step: int, ts: float | None, why: str) -> Incident | None:
-        current = self.open.pop(fid, None)
-        if current is None:
-            return None
-        first = current.incident
-        self.firing.discard((first.kind, first.indicator))
-        return first.model_copy(
-            update={
-                "status": Status.RESOLVED,
-                "step": step,
-                "ts": ts,
-                "message": f"resolved: {first.kind} on {first.indicator} ({why})",
-            }
-        )
-
-    def firing_on(self, kind: Kind) -> set[str]:
-        """The indicators with an incident of this kind open."""
-        return {o.incident.indicator for o in self.open.values() if o.incident.kind == kind}
-
-    def healthy_updates(self, fid: str) -> int | None:
-        """Updates in a row in which the check saw health since it last saw this incident's
-        failure (0: it saw the failure last); None when the incident is not firing."""
-        current = self.open.get(fid)
-        return None if current is None else current.healthy
-
-    def is_firing(self, kind: Kind, indicator: str) -> bool:
-        return (kind, indicator) in self.firing
-
-    def fid(self, kind: str, indicator: str) -> str:
-        """The fingerprint of this run's (kind, indicator), computed once."""
-        key = (kind, indicator)
-        fid = self._fids.get(key)
-        if fid is None:
-            fid = self._fids[key] = fingerprint(self.run_id, kind, indicator)
-        return fid
-
-
-def _copy(evidence: dict[str, Any]) -> dict[str, Any]:
-    """The evidence as the check gave it, nested objects copied. Numbers keep their full
-    precision (a timestamp rounded to 6 digits is off by hours); what shows them to a
-    person rounds them (``format_value``, the console and report formats)."""
-    return {k: _copy(v) if isinstance(v, dict) else v for k, v in evidence.items()}

@@ -21,6 +21,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any
 
 from mypy_extensions import mypyc_attr
 
@@ -104,7 +105,9 @@ class Monitor:
         xs: list[float] = []
         grace = run.grace_until
         nonfinite = 0
-        for name, x in read.items():
+        values: dict[str, Any] = read  # compiled: each value kept as the event's float object
+        for name, value in values.items():
+            x: float = value
             s = series.get(name)
             if s is None:
                 s = self._new_series(run, name, metrics, step, origin)
@@ -116,7 +119,7 @@ class Monitor:
                 col = s.drift
                 if col is not None and step > grace:
                     cols.append(col)
-                    xs.append(x)
+                    xs.append(value)  # not x: that would box the double anew
                 if s.checks or s.special:
                     run.check(s, step, x)
                 continue

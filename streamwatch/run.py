@@ -43,7 +43,8 @@ from streamwatch.config import EngineConfig
 from streamwatch.cost import CostMeter
 from streamwatch.detectors import Recent
 from streamwatch.events import Problem
-from streamwatch.incidents import Finding, Incident, IncidentBook, Kind, Severity, Status
+from streamwatch.findings import Finding, IncidentBook
+from streamwatch.incidents import Incident, Kind, Severity, Status
 from streamwatch.indicators import Indicator
 from streamwatch.projection import PROJECTED, project, target
 
@@ -697,7 +698,7 @@ class RunState:
                     self._healthy(kind, name, step)
 
     def fire(self, finding: Finding, ts: float | None = None) -> None:
-        if finding.kind.value in self.disabled:
+        if finding.kind in self.disabled:  # a str enum: its value's hash and equality
             return
         update = self.book.fire(finding, self.last_ts if ts is None else ts)
         if update is not None:

@@ -14,14 +14,14 @@ windows (which pickle themselves). Restore only snapshots written by a streamwat
 >>> from streamwatch.run import RunState
 >>> blob = dump_run(RunState("grpo-7b", EngineConfig()))
 >>> blob.split(b"\\n", 1)[0]
-b'{"format":"streamwatch.run","run_id":"grpo-7b","version":25}'
+b'{"format":"streamwatch.run","run_id":"grpo-7b","version":26}'
 >>> load_run(blob).run_id
 'grpo-7b'
 >>> try:
-...     load_run(blob.replace(b'"version":25', b'"version":24'))
+...     load_run(blob.replace(b'"version":26', b'"version":25'))
 ... except SnapshotError as exc:
 ...     print(exc)
-snapshot of run 'grpo-7b' is version 24; this streamwatch reads version 25
+snapshot of run 'grpo-7b' is version 25; this streamwatch reads version 26
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from streamwatch.run import RunState
 __all__ = ["FORMAT", "VERSION", "SnapshotError", "dump_run", "load_run"]
 
 FORMAT = "streamwatch.run"
-VERSION = 25
+VERSION = 26
 
 
 class SnapshotError(ValueError):

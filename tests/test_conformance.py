@@ -30,7 +30,8 @@ from streamwatch.checks import (
 from streamwatch.config import EngineConfig
 from streamwatch.detectors import Ewma, Persistence, TrendBreak, Window
 from streamwatch.events import Event, Source
-from streamwatch.incidents import KINDS, Finding, Kind, Severity
+from streamwatch.findings import Finding
+from streamwatch.incidents import KINDS, Kind, Severity
 from streamwatch.monitor import Monitor
 
 _E = EngineConfig()

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from streamwatch.checks import LengthCheck
 from streamwatch.config import LengthSettings
-from streamwatch.incidents import Finding, Kind
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind
 from streamwatch.sources.files import read_events
 
 REAL = Path(__file__).parent / "data" / "real" / "runs"

@@ -8,7 +8,7 @@ import random
 from streamwatch.checks import MismatchCheck
 from streamwatch.config import MismatchSettings
 from streamwatch.events import Event
-from streamwatch.incidents import Finding
+from streamwatch.findings import Finding
 from streamwatch.monitor import Monitor
 
 

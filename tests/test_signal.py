@@ -11,7 +11,8 @@ from pathlib import Path
 from streamwatch.checks import NoSignalCheck
 from streamwatch.config import SignalSettings
 from streamwatch.events import Event
-from streamwatch.incidents import Finding, Severity, Status
+from streamwatch.findings import Finding
+from streamwatch.incidents import Severity, Status
 from streamwatch.monitor import Monitor
 
 

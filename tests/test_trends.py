@@ -17,7 +17,8 @@ from streamwatch.checks import DriftColumn, EntropyCheck, SpikeCheck, StragglerC
 from streamwatch.checks.drift import drop_copies
 from streamwatch.config import EngineConfig
 from streamwatch.detectors import TrendBreak
-from streamwatch.incidents import Finding, Kind, Severity, Status
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind, Severity, Status
 from streamwatch.replay import replay_files
 from streamwatch.scoring import replay_spec
 from streamwatch.simulate import healthy_spec

@@ -6,7 +6,8 @@ import math
 
 from mypy_extensions import mypyc_attr
 
-from streamwatch.incidents import Finding, Kind
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind
 
 __all__ = ["Check", "ratio"]
 

@@ -37,7 +37,8 @@ from river._river_rust.drift import AdaptiveWindowing
 
 from streamwatch.config import DriftSettings
 from streamwatch.detectors.window import sorted_median
-from streamwatch.incidents import Finding, Kind, Severity
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind, Severity
 
 __all__ = ["DriftColumn", "drop_copies", "screen"]
 
@@ -226,23 +227,26 @@ class Reference(NamedTuple):
         return recent if (recent - heading) * (recent - self.newer) < 0.0 else heading
 
 
-def screen(step: int, columns: list[DriftColumn], xs: list[float]) -> list[Finding]:
-    """One step's finite values of a run's generic metrics (``xs[i]`` of ``columns[i]``);
-    what drifted.
+def screen(step: int, columns: list[DriftColumn], xs: list[Any]) -> list[Finding]:
+    """One step's finite values of a run's generic metrics (``xs[i]`` of ``columns[i]``, a
+    float); what drifted.
 
-    The loop every generic value goes through: keep it short.
+    The loop every generic value goes through: keep it short. (``xs`` is not typed as floats:
+    compiled, its values are then taken as the objects they are, which the history ring
+    stores, instead of doubles that it would box anew.)
     """
     found: list[Finding] = []
     cols: list[DriftColumn] = []
     for i in range(len(columns)):
         col = columns[i]
-        x = xs[i]
-        ring = col.history
+        value = xs[i]
+        x: float = value
+        ring: Any = col.history  # untyped: a typed store would unbox the value and box it anew
         if len(ring) < _HISTORY:
-            ring.append(x)
+            ring.append(value)
         else:
             head = col.head
-            ring[head] = x
+            ring[head] = value
             col.head = head + 1 if head + 1 < _HISTORY else 0
         warm = col.warm
         if warm is not None:

@@ -19,7 +19,8 @@ from streamwatch.checks.base import Check, ratio
 from streamwatch.config import EntropySettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.detectors.window import ring_put
-from streamwatch.incidents import Finding, Kind, Severity
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind, Severity
 
 _FLOOR: Final = 1e-9
 
@@ -55,7 +56,7 @@ class EntropyCheck(Check):
         self._collapse = Persistence(2)
         self._blowup = Persistence(2)
         self._falling = trend_break("down", settings.collapse_trend)
-        self._rising = trend_break("up", settings.blowup_trend)
+        self._rising = trend_break("up", settings.blowup_trend, along=self._falling)
         s = settings
         self._no_collapse = max(s.collapse_critical_ratio, s.collapse_ratio, s.fall_min_ratio)
 

@@ -50,7 +50,8 @@ from mypy_extensions import mypyc_attr
 from streamwatch.config import HackingSettings
 from streamwatch.detectors import Window
 from streamwatch.detectors.window import ring_put, robust_sd_sorted, sorted_median
-from streamwatch.incidents import Finding, Kind, Severity
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind, Severity
 
 _MIN_NOISE: Final = 1e-3
 

@@ -20,7 +20,8 @@ from typing import Final
 
 from streamwatch.checks.context import RunContext
 from streamwatch.config import EngineConfig
-from streamwatch.incidents import Finding, Kind, Severity
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind, Severity
 
 __all__ = ["judge"]
 

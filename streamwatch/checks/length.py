@@ -27,7 +27,8 @@ from streamwatch.checks.base import Check
 from streamwatch.config import LengthSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.detectors.window import ring_put
-from streamwatch.incidents import Finding, Kind, Severity
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind, Severity
 
 _FLOOR: Final = 1e-9
 
@@ -61,7 +62,7 @@ class LengthCheck(Check):
         self._long: list[float] = []
         self._long_start = 0  # the first of them in the window (those before: to be dropped)
         self._rising = trend_break("up", settings.explosion_trend)
-        self._falling = trend_break("down", settings.collapse_trend)
+        self._falling = trend_break("down", settings.collapse_trend, along=self._rising)
         self.peak = -math.inf
         self._explode = Persistence(2)
         self._collapse = Persistence(2)

@@ -41,7 +41,8 @@ from streamwatch.checks.base import Check
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window, trend_break
 from streamwatch.detectors.window import ring_oldest_first, ring_put
-from streamwatch.incidents import Finding, Kind, Severity
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind, Severity
 
 _TINY: Final = 1e-12
 _MIN_REFERENCE: Final = 10

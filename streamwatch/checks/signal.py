@@ -55,7 +55,8 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.config import SignalSettings
 from streamwatch.detectors import TrendBreak, trend_break
-from streamwatch.incidents import Finding, Kind, Severity
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind, Severity
 
 __all__ = ["SIGNALS", "NoSignalCheck"]
 

@@ -22,7 +22,8 @@ from streamwatch.checks.base import Check
 from streamwatch.config import SpikeSettings
 from streamwatch.detectors import Persistence, Window, trend_break
 from streamwatch.detectors.window import ring_oldest_first, ring_put
-from streamwatch.incidents import Finding, Kind, Severity
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind, Severity
 from streamwatch.indicators import Indicator
 
 _SD_PER_MEAN_ABS: Final = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian noise

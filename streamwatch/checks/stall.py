@@ -14,7 +14,8 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.config import StallSettings
 from streamwatch.detectors import Window
-from streamwatch.incidents import Finding, Kind, Severity
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind, Severity
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

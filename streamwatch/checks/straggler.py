@@ -22,7 +22,8 @@ from typing import Final
 from mypy_extensions import mypyc_attr
 
 from streamwatch.config import StragglerSettings
-from streamwatch.incidents import Finding, Kind, Severity
+from streamwatch.findings import Finding
+from streamwatch.incidents import Kind, Severity
 
 _SCALE_FLOOR: Final = 0.02
 _SD_PER_MEAN_ABS: Final = math.sqrt(math.pi / 2)

@@ -35,16 +35,30 @@ class TrendBreak:
     entropy, a reward as it is. ``update`` returns True while the sum is above
     ``threshold``; ``statistic`` is the sum.
 
+    A detector of the other direction on the same values (a check watching a fall and a rise
+    of one curve) may be built ``along`` the first: it is fed the same values right after it,
+    and reads its ring instead of keeping a second copy (when their ``lag`` and ``span`` are
+    the same; otherwise it keeps its own).
+
     >>> t = TrendBreak("down", lag=5, span=10, settle=10, threshold=6.0)
     >>> flat = [0.01 * ((i * 7) % 5 - 2) for i in range(40)]
     >>> [t.update(y) for y in flat].count(True)
     0
     >>> [t.update(-0.05 * k) for k in range(1, 15)].index(True)
     3
+    >>> down = TrendBreak("down", lag=5, span=10, settle=10, threshold=6.0)
+    >>> up = TrendBreak("up", lag=5, span=10, settle=10, threshold=6.0, along=down)
+    >>> alone = TrendBreak("up", lag=5, span=10, settle=10, threshold=6.0)
+    >>> rise = flat + [0.05 * k for k in range(1, 15)]
+    >>> [(down.update(y), up.update(y)) for y in rise] == [(False, alone.update(y)) for y in rise]
+    True
+    >>> up.ring is down.ring
+    True
     """
 
     __slots__ = (
         "_abs",
+        "along",
         "clip",
         "head",
         "lag",
@@ -70,6 +84,7 @@ class TrendBreak:
         threshold: float = 10.0,
         clip: float = 4.0,
         settle: int = 20,
+        along: TrendBreak | None = None,
     ) -> None:
         if mode not in ("up", "down"):
             raise ValueError(f"mode must be 'up' or 'down', got {mode!r}")
@@ -83,8 +98,12 @@ class TrendBreak:
         self.threshold = threshold
         self.clip = clip
         self.settle = settle
-        # the last lag + span + 1 values, a ring (:func:`ring_put`)
-        self.ring: list[float] = []
+        # the last lag + span + 1 values, a ring (:func:`ring_put`): the one of the detector
+        # this one is built along, if any (it puts each value in; this one only reads)
+        if along is not None and (along.lag != lag or along.span != span):
+            along = None
+        self.along = along
+        self.ring: list[float] = [] if along is None else along.ring
         self.head = 0  # the oldest value's place, once the ring is full
         self.n = 0
         self._abs = 0.0
@@ -98,7 +117,11 @@ class TrendBreak:
         ring = self.ring
         span = self.span
         size = self.lag + span + 1
-        head = self.head = ring_put(ring, self.head, size, y)
+        along = self.along
+        if along is None:
+            head = self.head = ring_put(ring, self.head, size, y)
+        else:  # fed this value just before
+            head = along.head
         n = self.n
         if n < self.settle and len(ring) < size:
             return False
@@ -132,8 +155,8 @@ class TrendBreak:
         return stat > self.threshold
 
 
-def trend_break(mode: str, settings: TrendSettings) -> TrendBreak:
-    """A :class:`TrendBreak` with its hyper-parameters from config."""
+def trend_break(mode: str, settings: TrendSettings, along: TrendBreak | None = None) -> TrendBreak:
+    """A :class:`TrendBreak` with its hyper-parameters from config (``along``: see there)."""
     s = settings
     return TrendBreak(
         mode,
@@ -143,4 +166,5 @@ def trend_break(mode: str, settings: TrendSettings) -> TrendBreak:
         threshold=s.threshold,
         clip=s.clip,
         settle=s.settle,
+        along=along,
     )
