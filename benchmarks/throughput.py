@@ -1,6 +1,6 @@
 """Engine throughput in steady state, memory per tracked series, and replay end to end.
 
-    python benchmarks/throughput.py [--baseline DIR] [--repeat 3] [--steps 1000]
+    python benchmarks/throughput.py [--compiled DIR] [--baseline DIR ...] [--repeat 3]
 
 Two inputs, built in a temporary directory:
 - ``real``: the six real verl runs of tests/data/real (~60 metrics an event, four in five
@@ -14,10 +14,11 @@ Steady state: the events are decoded first; the first ``--warm`` fraction of the
 run's start: new series, warm-ups) goes through a Monitor untimed, the rest is timed. Each
 measurement runs in a fresh process, ``--repeat`` times alternating, and the medians are
 printed. ``--compiled DIR`` adds the compiled build of the same source (``make compiled``
-builds it in ``.compiled``). ``--baseline DIR`` adds the same figures of another checkout
-(say the commit before a change: ``git worktree add /tmp/base <commit>``), with its
-compiled core too when that checkout has one installed (``streamwatch_native``;
-``STREAMWATCH_NATIVE=0`` turns it off).
+builds it in ``.compiled``). ``--baseline DIR`` (repeated for more) adds the same figures of
+another checkout (say the commit before a change: ``git worktree add /tmp/base <commit>``) or
+of its compiled build (``make compiled COMPILED=/tmp/cbase`` in that checkout), labelled with
+the build it imports; an old checkout's compiled core too when it has one installed
+(``streamwatch_native``; ``STREAMWATCH_NATIVE=0`` turns it off).
 Then replay end to end (files read, decoded and judged: ``replay_files``) and the resident
 memory a Monitor adds per (run, metric) series.
 Targets: replay >= 250,000 values/s on one core; <= 10 KB per series.
@@ -160,6 +161,18 @@ def steady(tree: Path, path: Path, warm: float, native: bool, code: str = STEADY
     return float(out.stdout)
 
 
+def build_of(tree: Path) -> str:
+    """Which build ``tree`` imports (``streamwatch.build()``), "Python" before it said."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import streamwatch as s; print(s.build())"],
+        env=dict(os.environ, PYTHONPATH=str(tree)),
+        capture_output=True,
+        text=True,
+        cwd=tree,
+    )
+    return out.stdout.strip() if out.returncode == 0 else "Python"
+
+
 def has_native(tree: Path) -> bool:
     code = "import streamwatch.native as n; print(n.core is not None)"
     env = dict(os.environ, PYTHONPATH=str(tree))
@@ -195,7 +208,13 @@ def memory_per_series(n_series: int, steps: int = 200) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--baseline", type=Path, help="another checkout, measured side by side")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        action="append",
+        default=[],
+        help="another checkout or compiled build, measured side by side (may be repeated)",
+    )
     p.add_argument(
         "--compiled",
         type=Path,
@@ -213,19 +232,11 @@ def main() -> None:
     engines: list[tuple[str, Path, bool]] = [("this checkout", ROOT, False)]
     if args.compiled is not None:
         tree = args.compiled.resolve()
-        which = subprocess.run(
-            [sys.executable, "-c", "import streamwatch as s; print(s.build())"],
-            env=dict(os.environ, PYTHONPATH=str(tree)),
-            capture_output=True,
-            text=True,
-            cwd=tree,
-        ).stdout.strip()
-        engines.append((f"this source, {which}", tree, False))
-    if args.baseline is not None:
-        base = args.baseline.resolve()
+        engines.append((f"this source, {build_of(tree)}", tree, False))
+    for base in (b.resolve() for b in args.baseline):
         if has_native(base):
             engines.append((f"{base.name}, compiled", base, True))
-        engines.append((f"{base.name}, Python", base, False))
+        engines.append((f"{base.name}, {build_of(base)}", base, False))
     with tempfile.TemporaryDirectory() as tmp:
         files = {
             "real": (Path(tmp) / "real.jsonl", build_real, args.steps, args.copies),

@@ -167,6 +167,12 @@ class Gathered:
         self.k = 0  # finite values among them
         self.values: list[tuple[str, float]] = []  # per source, for the straggler check
 
+#: a series' gathering containers while it has one source: empty, shared, never added to
+_NO_STEPS: Final[dict[str, int]] = {}
+_NO_OPEN: Final[dict[int, Gathered]] = {}
+_NO_ORDER: Final[list[int]] = []
+_NO_VALUES: Final[list[tuple[str, float]]] = []
+
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Series:
@@ -230,11 +236,13 @@ class Series:
             or self.length is not None
             or component
         )
-        self.last_step: dict[str, int] = {}
+        # the gathering across sources (:meth:`RunState.value`); while the series has one
+        # source, the module's shared empty containers (a series' own would take ~240 bytes)
+        self.last_step = _NO_STEPS
         self.judged = -1  # the last step handed to the checks
-        self.open: dict[int, Gathered] = {}  # steps waiting for more sources
-        self.order: list[int] = []  # their steps, oldest first
-        self.pending_values: list[tuple[str, float]] = []  # the judged step's, per source
+        self.open = _NO_OPEN  # steps waiting for more sources
+        self.order = _NO_ORDER  # their steps, oldest first
+        self.pending_values = _NO_VALUES  # the judged step's, per source (replaced, not added to)
         # the only source, while there is one value a step (its step is not kept in last_step)
         self.solo: str | None = None
         # the newest (step, value) pairs of a series that projections read
@@ -447,6 +455,8 @@ class RunState:
         case itself (one source, a finite value of a new step: ``Series.solo``) and calls
         :meth:`judge` directly, without noting the step in ``last_step``.
         """
+        if s.last_step is _NO_STEPS:  # a second source, or a step that is not the next
+            s.last_step, s.open, s.order = {}, {}, []
         seen = s.last_step
         if s.solo is not None:
             seen[s.solo] = s.judged
@@ -486,9 +496,8 @@ class RunState:
             self._close_oldest(s)
         if expected == 1 and not s.order:
             s.solo = src  # one source, one value a step: the next values take the fast path
-            # fresh empty containers: a dict that held an item keeps its table (~160 bytes)
-            s.last_step = {}
-            s.open = {}
+            # the shared empty containers again: a dict that held an item keeps its table
+            s.last_step, s.open, s.order = _NO_STEPS, _NO_OPEN, _NO_ORDER
 
     def _close_oldest(self, s: Series, forced: bool = False) -> None:
         """Judge the oldest open step; ``forced``: before every source reported it, as the
@@ -591,7 +600,7 @@ class RunState:
         if s.straggler is not None:
             if ind is _STEP_TIME:
                 self.meter.timed(x, step, s.metric)
-            values, s.pending_values = s.pending_values, []
+            values, s.pending_values = s.pending_values, _NO_VALUES
             found = s.straggler.update(step, values)
             self._report(s.straggler.kinds, s.name, step, found)
 

@@ -119,10 +119,10 @@ class LengthCheck(Check):
             why = f"is climbing steadily ({growth:.2f}x in {len(self._recent) - 1} steps)"
         elif rising:
             rule, why = "trend", f"is climbing away from its own trend ({growth:.2f}x in a window)"
-        elif smooth >= self._long_growth * (low := min(self._long[self._long_start :])):
+        elif smooth >= self._long_growth * self._long[at := _lowest(self._long, self._long_start)]:
             rule = "slow"  # within explosion_long_window steps
-            since = step - self._long_steps[self._long.index(low, self._long_start)]
-            growth = smooth / low
+            since = step - self._long_steps[at]
+            growth = smooth / self._long[at]
             why = f"grew {growth:.2f}x in {since} steps"
         else:
             return None
@@ -252,3 +252,17 @@ class TruncationCheck(Check):
                 rule=rule,
             )
         ]
+
+
+def _lowest(values: list[float], start: int) -> int:
+    """Where the lowest of ``values[start:]`` is (the first, if it is there more than once):
+    a loop, not ``min`` of a slice, which compiled makes a list and compares float objects.
+
+    >>> _lowest([1.0, 5.0, 2.0, 4.0, 2.0], 1)
+    2
+    """
+    at, low = start, values[start]
+    for i in range(start + 1, len(values)):
+        if values[i] < low:
+            at, low = i, values[i]
+    return at

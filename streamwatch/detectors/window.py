@@ -6,7 +6,7 @@ import math
 from array import array
 from typing import Any
 
-from mypy_extensions import mypyc_attr
+from mypy_extensions import i64, mypyc_attr
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -184,7 +184,8 @@ def _place(ordered: list[float], x: float) -> int:
     >>> _place([1.0, 2.0, 2.0, 3.0], 2.0), _place([1.0, 2.0], 5.0), _place([], 1.0)
     (1, 2, 0)
     """
-    lo, hi = 0, len(ordered)
+    lo: i64 = 0  # native integers, compiled: no tagged-int arithmetic a probe
+    hi: i64 = len(ordered)
     while lo < hi:
         mid = (lo + hi) >> 1
         if ordered[mid] < x:
@@ -200,7 +201,8 @@ def _after(ordered: list[float], x: float) -> int:
     >>> _after([1.0, 2.0, 2.0, 3.0], 2.0)
     3
     """
-    lo, hi = 0, len(ordered)
+    lo: i64 = 0
+    hi: i64 = len(ordered)
     while lo < hi:
         mid = (lo + hi) >> 1
         if x < ordered[mid]:
@@ -218,11 +220,12 @@ def _deviation_median(ordered: list[float], m: float) -> float:
     >>> _deviation_median([1.0, 2.0, 4.0, 7.0], 3.0)
     1.5
     """
-    n = len(ordered)
-    above = _place(ordered, m)
+    n: i64 = len(ordered)
+    above: i64 = _place(ordered, m)
     below = above - 1
     prev = cur = 0.0
-    for _ in range(n // 2 + 1):
+    _i: i64  # a native count
+    for _i in range(n // 2 + 1):
         if above < n and (below < 0 or ordered[above] - m <= m - ordered[below]):
             prev, cur = cur, ordered[above] - m
             above += 1
