@@ -167,6 +167,7 @@ class Gathered:
         self.k = 0  # finite values among them
         self.values: list[tuple[str, float]] = []  # per source, for the straggler check
 
+
 #: a series' gathering containers while it has one source: empty, shared, never added to
 _NO_STEPS: Final[dict[str, int]] = {}
 _NO_OPEN: Final[dict[int, Gathered]] = {}
