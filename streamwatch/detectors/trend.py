@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Final
 
-from mypy_extensions import mypyc_attr
+from mypy_extensions import i64, mypyc_attr
 
 from streamwatch.detectors.window import ring_put
 
@@ -92,20 +92,21 @@ class TrendBreak:
             raise ValueError("lag, span and settle must be >= 1")
         self.mode = mode
         self.sign = 1.0 if mode == "up" else -1.0
-        self.lag = lag
-        self.span = span
+        # native integers, compiled: the per-value index arithmetic without tagged ints
+        self.lag: i64 = lag
+        self.span: i64 = span
         self.slack = slack
         self.threshold = threshold
         self.clip = clip
-        self.settle = settle
+        self.settle: i64 = settle
         # the last lag + span + 1 values, a ring (:func:`ring_put`): the one of the detector
         # this one is built along, if any (it puts each value in; this one only reads)
         if along is not None and (along.lag != lag or along.span != span):
             along = None
         self.along = along
         self.ring: list[float] = [] if along is None else along.ring
-        self.head = 0  # the oldest value's place, once the ring is full
-        self.n = 0
+        self.head: i64 = 0  # the oldest value's place, once the ring is full
+        self.n: i64 = 0
         self._abs = 0.0
         self.scale = math.nan
         self.statistic = 0.0
@@ -128,17 +129,17 @@ class TrendBreak:
         # the departure from the prediction, in the direction watched
         i = head + span
         then = ring[i if i < size else i - size]
-        slope = (then - ring[head]) / span
+        slope = (then - ring[head]) / float(span)
         if self.sign > 0.0:
-            r = y - then - (slope * self.lag if slope > 0.0 else 0.0)
+            r = y - then - (slope * float(self.lag) if slope > 0.0 else 0.0)
         else:
-            r = then - y + (slope * self.lag if slope < 0.0 else 0.0)
+            r = then - y + (slope * float(self.lag) if slope < 0.0 else 0.0)
         a = (r if r > 0.0 else -r) * _SD_PER_MEAN_ABS  # its size, as a Gaussian sd
         if n < self.settle:
             self.n = n = n + 1
             self._abs += a
             if n == self.settle:
-                self.scale = self._abs / n
+                self.scale = self._abs / float(n)
             return False
         scale = self.scale
         if scale <= 0.0:  # a constant series so far: its first departure sets the unit
@@ -150,7 +151,7 @@ class TrendBreak:
             stat = 0.0
             if a > 4.0 * scale:
                 a = 4.0 * scale
-            self.scale = scale + (a - scale) / self.settle
+            self.scale = scale + (a - scale) / float(self.settle)
         self.statistic = stat
         return stat > self.threshold
 

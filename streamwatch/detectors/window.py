@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import Any
+from typing import Any, cast
 
 from mypy_extensions import i64, mypyc_attr
 
@@ -78,26 +78,30 @@ class Window:
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Recent:
-    """The newest ``size`` (step, value) pairs of a series, oldest first, kept in two rings of
-    doubles (no object per value): what a projection fits when an incident is raised.
+    """The newest ``size`` (step, value) pairs of a series, oldest first, kept in one ring of
+    doubles (no object per value; the steps in its first half, the values in its second):
+    what a projection fits when an incident is raised.
 
     >>> r = Recent(3)
     >>> for step in range(1, 6):
     ...     r.add(step, step / 10)
     >>> r.steps(), r.values(), len(r)
     ([3.0, 4.0, 5.0], [0.3, 0.4, 0.5], 3)
+    >>> import pickle
+    >>> pickle.loads(pickle.dumps(r)).values()
+    [0.3, 0.4, 0.5]
     """
 
-    __slots__ = ("n", "size", "start", "step_ring", "value_ring")
+    __slots__ = ("n", "ring", "size", "start", "view")
 
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         self.size = size
-        self.step_ring = array("d", bytes(8 * size))
-        self.value_ring = array("d", bytes(8 * size))
+        self.ring = array("d", bytes(16 * size))
+        self.view = _doubles(self.ring)
         self.n = 0  # pairs kept
-        self.start = 0  # the oldest's place, once the rings are full
+        self.start = 0  # the oldest's place, once the ring is full
 
     def add(self, step: int, x: float) -> None:
         n = self.n
@@ -107,8 +111,9 @@ class Recent:
         else:
             i = self.start
             self.start = i + 1 if i + 1 < n else 0
-        self.step_ring[i] = float(step)
-        self.value_ring[i] = x
+        view = self.view
+        view[i] = float(step)
+        view[self.size + i] = x
 
     def clear(self) -> None:
         self.n = self.start = 0
@@ -117,16 +122,35 @@ class Recent:
         return self.n
 
     def steps(self) -> list[float]:
-        return self._oldest_first(self.step_ring)
+        return self._oldest_first(0)
 
     def values(self) -> list[float]:
-        return self._oldest_first(self.value_ring)
+        return self._oldest_first(self.size)
 
-    def _oldest_first(self, ring: array[float]) -> list[float]:
-        n, start = self.n, self.start
+    def _oldest_first(self, at: int) -> list[float]:
+        ring, n, start = self.ring, self.n, self.start
         if n < self.size:
-            return ring[:n].tolist()
-        return ring[start:].tolist() + ring[:start].tolist()
+            return ring[at : at + n].tolist()
+        return ring[at + start : at + n].tolist() + ring[at : at + start].tolist()
+
+    # a snapshot keeps the ring; the view over it is made anew
+    def __getstate__(self) -> dict[str, Any]:
+        return {"n": self.n, "ring": self.ring, "size": self.size, "start": self.start}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.n, self.ring, self.size, self.start = (
+            state["n"],
+            state["ring"],
+            state["size"],
+            state["start"],
+        )
+        self.view = _doubles(self.ring)
+
+
+def _doubles(ring: array[float]) -> memoryview[float]:
+    """A view that stores into ``ring``: compiled, a store through it takes the float as it is
+    (``PyFloat_AsDouble``), where the array's own parses a format string each value."""
+    return cast("memoryview[float]", memoryview(ring))
 
 
 def sorted_median(ordered: list[float]) -> float:
@@ -152,7 +176,7 @@ def robust_sd_sorted(ordered: list[float], m: float) -> float:
     return 1.4826 * _deviation_median(ordered, m) if len(ordered) >= 2 else math.nan
 
 
-def ring_put(ring: list[float], head: int, size: int, x: float) -> int:
+def ring_put(ring: list[float], head: i64, size: i64, x: float) -> i64:
     """Keep ``x`` in ``ring``, a list used as a ring of ``size`` values whose oldest is at
     ``head`` once it is full: appended while it is not, else in the oldest's place. Gives the
     new ``head``. (A native list is indexed and stored into without a method call in the
