@@ -69,6 +69,9 @@ class DriftColumn:
         "history",
         "indicator",
         "metric",
+        "min_effect_sds",
+        "min_relative",
+        "owed",
         "reference",
         "scale",
         "settings",
@@ -83,10 +86,17 @@ class DriftColumn:
         self.indicator = indicator
         self.metric = metric
         self.settings = settings
+        # read at each confirmation: plain attributes, not the settings model's
+        self.min_effect_sds = settings.min_effect_sds
+        self.min_relative = settings.min_relative
         self.warm: list[float] | None = []
         self.center = 0.0
         self.scale = 1.0
         self.window = self._new_window()
+        # zeros owed to the window while it has seen nothing else (-1 once it has): such a
+        # window finds no change in a zero, so it is given them when a value that is not
+        # zero comes, in order, as it would have had them (a constant metric costs no update)
+        self.owed = 0
         # its last _HISTORY values, a ring of doubles: no float object a value
         self.history = array("d")
         self.head = 0  # where the next value goes once the ring is full (its oldest)
@@ -130,6 +140,7 @@ class DriftColumn:
         update); the values before the last ``_SKIP`` (where the change is) become the
         reference, and the next ``_CONFIRM`` steps may show the change's size against it."""
         self.window = self._new_window()
+        self.owed = 0
         values = self.recent()
         self.reference = None
         if len(values) >= _SKIP + _MIN_BEFORE:
@@ -150,9 +161,9 @@ class DriftColumn:
         change = recent - expected
         before = ref.level
         size = max(abs(before), abs(recent))
-        s = self.settings
-        if not abs(change) > max(s.min_effect_sds * ref.noise, s.min_relative * size):
+        if not abs(change) > max(self.min_effect_sds * ref.noise, self.min_relative * size):
             return None
+        s = self.settings
         self.armed = 0
         rel = f"{(recent - before) / abs(before):+.0%}" if before else "from zero"
         # the range it has shown: its warm-up and the values before the change
@@ -255,8 +266,16 @@ def screen(step: int, columns: list[DriftColumn], xs: list[Any]) -> list[Finding
                 col.end_warmup()
             continue
         z = (x - col.center) / col.scale
-        if z - z == 0.0 and _UPDATE(col.window, z):  # a finite z (a huge x can overflow)
-            col.changed()
+        owed = col.owed
+        if z == 0.0 and owed >= 0:
+            col.owed = owed + 1
+        elif z - z == 0.0:  # a finite z (a huge x can overflow)
+            window = col.window
+            for _ in range(owed):
+                _UPDATE(window, 0.0)
+            col.owed = -1
+            if _UPDATE(window, z):
+                col.changed()
         if col.armed:
             finding = col.confirm(step, x)
             if finding is not None:

@@ -25,9 +25,20 @@ from streamwatch.incidents import Kind, Severity
 
 __all__ = ["judge"]
 
+# the enums' members, looked up once: compiled, ``Kind.X`` is a look-up on the class, which
+# goes through the enum type's ``__getattr__`` (interpreted) at every finding
 _INFO: Final = Severity.INFO
 _WARNING: Final = Severity.WARNING
 _CRITICAL: Final = Severity.CRITICAL
+_TRUNCATION: Final = Kind.TRUNCATION_SATURATION
+_EXPLOSION: Final = Kind.LENGTH_EXPLOSION
+_SHORTENING: Final = Kind.LENGTH_COLLAPSE
+_ENTROPY_COLLAPSE: Final = Kind.ENTROPY_COLLAPSE
+_ENTROPY_BLOWUP: Final = Kind.ENTROPY_BLOWUP
+_SPIKE: Final = Kind.METRIC_SPIKE
+_SIGNAL: Final = Kind.NO_LEARNING_SIGNAL
+_CHAOS: Final = Kind.REWARD_CHAOS
+_DRIFT: Final = Kind.METRIC_DRIFT
 #: logged values in a row beyond a ceiling that make it critical: it stays there (an Unsloth
 #: run that ended well logged a KL of 22 and 65 at two logs running, 1.2 five steps later)
 _CEILING_PERSIST: Final = 3
@@ -38,21 +49,21 @@ def judge(f: Finding, ctx: RunContext, cfg: EngineConfig) -> Finding | None:
     is held back."""
     kind = f.kind
     because = [f"raised by {f.metric}" + (f" ({f.rule} rule)" if f.rule else "")]
-    if kind is Kind.TRUNCATION_SATURATION:
+    if kind is _TRUNCATION:
         graded = _truncation(f, ctx, cfg, because)
-    elif kind is Kind.LENGTH_EXPLOSION:
+    elif kind is _EXPLOSION:
         graded = _length(f, ctx, cfg, because)
-    elif kind is Kind.LENGTH_COLLAPSE:
+    elif kind is _SHORTENING:
         graded = _shortening(f, ctx, because)
-    elif kind is Kind.ENTROPY_COLLAPSE or kind is Kind.ENTROPY_BLOWUP:
+    elif kind is _ENTROPY_COLLAPSE or kind is _ENTROPY_BLOWUP:
         graded = _entropy(f, ctx, cfg, because)
-    elif kind is Kind.METRIC_SPIKE:
+    elif kind is _SPIKE:
         graded = _spike(f, ctx, because)
-    elif kind is Kind.NO_LEARNING_SIGNAL:
+    elif kind is _SIGNAL:
         graded = _signal(f, ctx, because)
-    elif kind is Kind.REWARD_CHAOS:
+    elif kind is _CHAOS:
         graded = _chaos(f, ctx, cfg, because)
-    elif kind is Kind.METRIC_DRIFT:
+    elif kind is _DRIFT:
         graded = _drift(f, ctx, cfg, because)
     else:
         graded = _decide(f.severity, "the check's own rule", because)
@@ -67,7 +78,7 @@ def judge(f: Finding, ctx: RunContext, cfg: EngineConfig) -> Finding | None:
 
 
 def _decide(severity: Severity, why: str, because: list[str]) -> Severity:
-    because.append(f"{severity.value}: {why}")
+    because.append(f"{severity}: {why}")  # a str enum: its value (no property call)
     return severity
 
 
@@ -211,10 +222,10 @@ def _entropy(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str])
         if learning:
             return None
         ratio = float(f.evidence.get("ratio_to_reference", 0.0))
-        if f.kind is Kind.ENTROPY_COLLAPSE and ratio >= cfg.entropy.fall_min_ratio:
+        if f.kind is _ENTROPY_COLLAPSE and ratio >= cfg.entropy.fall_min_ratio:
             return None
         return _decide(_WARNING, "the run is not learning", because)
-    if f.kind is Kind.ENTROPY_COLLAPSE:
+    if f.kind is _ENTROPY_COLLAPSE:
         # entropy falling while the run learns is RLVR's sharpening: the policy commits to
         # the answers that score; a collapse is one that ends the learning
         if ctx.still_learning():
