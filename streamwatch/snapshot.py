@@ -14,14 +14,14 @@ windows (which pickle themselves). Restore only snapshots written by a streamwat
 >>> from streamwatch.run import RunState
 >>> blob = dump_run(RunState("grpo-7b", EngineConfig()))
 >>> blob.split(b"\\n", 1)[0]
-b'{"format":"streamwatch.run","run_id":"grpo-7b","version":27}'
+b'{"format":"streamwatch.run","run_id":"grpo-7b","version":28}'
 >>> load_run(blob).run_id
 'grpo-7b'
 >>> try:
-...     load_run(blob.replace(b'"version":27', b'"version":26'))
+...     load_run(blob.replace(b'"version":28', b'"version":27'))
 ... except SnapshotError as exc:
 ...     print(exc)
-snapshot of run 'grpo-7b' is version 26; this streamwatch reads version 27
+snapshot of run 'grpo-7b' is version 27; this streamwatch reads version 28
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from streamwatch.run import RunState
 __all__ = ["FORMAT", "VERSION", "SnapshotError", "dump_run", "load_run"]
 
 FORMAT = "streamwatch.run"
-VERSION = 27
+VERSION = 28
 
 
 class SnapshotError(ValueError):

@@ -49,7 +49,7 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.config import HackingSettings
 from streamwatch.detectors import Window
-from streamwatch.detectors.window import ring_put, robust_sd_sorted, sorted_median
+from streamwatch.detectors.window import DoubleRing, robust_sd_sorted, sorted_median
 from streamwatch.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
@@ -246,7 +246,7 @@ class HackingCheck:
 class Bends:
     """Noise of a series from its second differences: the clipped root mean square of the
     last ``size`` of them, over sqrt(6). The differences are kept in arrival order only (a
-    ring, :func:`~streamwatch.detectors.window.ring_put`): their spread is needed at
+    ring of doubles, :class:`~streamwatch.detectors.window.DoubleRing`): their spread is needed at
     evaluations, not at every value, so they are ordered then.
 
     >>> b = Bends(50)
@@ -256,12 +256,11 @@ class Bends:
     0.1225
     """
 
-    __slots__ = ("_head", "_last", "_last2", "_ring", "size")
+    __slots__ = ("_last", "_last2", "_ring", "size")
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._ring: list[float] = []
-        self._head = 0  # the oldest's place, once the ring is full
+        self._ring = DoubleRing(size)
         self._last = math.nan
         self._last2 = math.nan
 
@@ -270,7 +269,7 @@ class Bends:
             return
         if self._last2 - self._last2 == 0.0:
             bend = y - 2.0 * self._last + self._last2
-            self._head = ring_put(self._ring, self._head, self.size, bend)
+            self._ring.put(bend)
         self._last2, self._last = self._last, y
 
     @property
@@ -278,12 +277,11 @@ class Bends:
         return len(self._ring) >= 3
 
     def noise(self) -> float:
-        ring, head = self._ring, self._head
-        ordered = sorted(ring)
+        values = self._ring.oldest_first()
+        ordered = sorted(values)
         limit = 4.0 * robust_sd_sorted(ordered, sorted_median(ordered))
-        n = len(ring)
+        n = len(values)
         total = 0.0
-        for i in range(n):  # oldest first
-            b = ring[(head + i) % n]
+        for b in values:  # oldest first
             total += min(b * b, limit * limit)
         return math.sqrt(total / n / 6.0)

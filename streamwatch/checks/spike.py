@@ -21,7 +21,7 @@ from mypy_extensions import mypyc_attr
 from streamwatch.checks.base import Check
 from streamwatch.config import SpikeSettings
 from streamwatch.detectors import Persistence, Window, trend_break
-from streamwatch.detectors.window import ring_oldest_first, ring_put
+from streamwatch.detectors.window import DoubleRing, ring_put
 from streamwatch.findings import Finding
 from streamwatch.incidents import Kind, Severity
 from streamwatch.indicators import Indicator
@@ -62,10 +62,7 @@ class SpikeCheck(Check):
         self._last_head = 0
         self._growing = False
         # the growth counts only beyond the run's own range: the smoothed values before it
-        # a ring (:func:`ring_put`): a deque takes 760 bytes however few its values
-        self._range: list[float] = []
-        self._range_head = 0
-        self._range_window = settings.range_window
+        self._range = DoubleRing(settings.range_window)
         self.beyond = 0  # logged values in a row beyond the ceiling
         # a KL estimate this small is no spike however it moves against its median
         self.floor = settings.kl_floor if indicator == Indicator.KL.value else 0.0
@@ -148,7 +145,7 @@ class SpikeCheck(Check):
 
     def _range_high(self) -> float:
         """The highest smoothed value before the last ``range_recent`` (more are kept)."""
-        past = ring_oldest_first(self._range, self._range_head)
+        past = self._range.oldest_first()
         return max(past[: len(past) - self._range_recent])
 
     def _beyond(self, step: int, x: float, ceiling: float) -> Finding:
@@ -185,7 +182,7 @@ class SpikeCheck(Check):
         mid = sorted(last)[2]
         smooth = self._smooth
         self._smooth = smooth = mid if smooth != smooth else smooth + 0.3 * (mid - smooth)
-        self._range_head = ring_put(self._range, self._range_head, self._range_window, smooth)
+        self._range.put(smooth)
         if growth.update(math.log(smooth)):
             self._growing = True  # until the evidence is back at 0
         elif growth.statistic == 0.0:
