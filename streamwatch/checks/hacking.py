@@ -277,7 +277,7 @@ class Bends:
         return len(self._ring) >= 3
 
     def noise(self) -> float:
-        values = self._ring.oldest_first()
+        values = self._ring.lane()
         ordered = sorted(values)
         limit = 4.0 * robust_sd_sorted(ordered, sorted_median(ordered))
         n = len(values)

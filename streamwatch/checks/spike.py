@@ -145,7 +145,7 @@ class SpikeCheck(Check):
 
     def _range_high(self) -> float:
         """The highest smoothed value before the last ``range_recent`` (more are kept)."""
-        past = self._range.oldest_first()
+        past = self._range.lane()
         return max(past[: len(past) - self._range_recent])
 
     def _beyond(self, step: int, x: float, ceiling: float) -> Finding:

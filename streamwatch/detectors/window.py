@@ -77,129 +77,63 @@ class Window:
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class Recent:
-    """The newest ``size`` (step, value) pairs of a series, oldest first, kept in one ring of
-    doubles (no object per value; the steps in its first half, the values in its second):
-    what a projection fits when an incident is raised.
-
-    >>> r = Recent(3)
-    >>> for step in range(1, 6):
-    ...     r.add(step, step / 10)
-    >>> r.steps(), r.values(), len(r)
-    ([3.0, 4.0, 5.0], [0.3, 0.4, 0.5], 3)
-    >>> import pickle
-    >>> pickle.loads(pickle.dumps(r)).values()
-    [0.3, 0.4, 0.5]
-    """
-
-    __slots__ = ("n", "ring", "size", "start", "view")
-
-    def __init__(self, size: int) -> None:
-        if size < 1:
-            raise ValueError(f"size must be >= 1, got {size}")
-        self.size = size
-        self.ring = array("d", bytes(16 * size))
-        self.view = _doubles(self.ring)
-        self.n = 0  # pairs kept
-        self.start = 0  # the oldest's place, once the ring is full
-
-    def add(self, step: int, x: float) -> None:
-        n = self.n
-        if n < self.size:
-            i = n
-            self.n = n + 1
-        else:
-            i = self.start
-            self.start = i + 1 if i + 1 < n else 0
-        view = self.view
-        view[i] = float(step)
-        view[self.size + i] = x
-
-    def clear(self) -> None:
-        self.n = self.start = 0
-
-    def __len__(self) -> int:
-        return self.n
-
-    def steps(self) -> list[float]:
-        return self._oldest_first(0)
-
-    def values(self) -> list[float]:
-        return self._oldest_first(self.size)
-
-    def _oldest_first(self, at: int) -> list[float]:
-        ring, n, start = self.ring, self.n, self.start
-        if n < self.size:
-            return ring[at : at + n].tolist()
-        return ring[at + start : at + n].tolist() + ring[at : at + start].tolist()
-
-    # a snapshot keeps the ring; the view over it is made anew
-    def __getstate__(self) -> dict[str, Any]:
-        return {"n": self.n, "ring": self.ring, "size": self.size, "start": self.start}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.n, self.ring, self.size, self.start = (
-            state["n"],
-            state["ring"],
-            state["size"],
-            state["start"],
-        )
-        self.view = _doubles(self.ring)
-
-
-def _doubles(ring: array[float]) -> memoryview[float]:
-    """A view that stores into ``ring``: compiled, a store through it takes the float as it is
-    (``PyFloat_AsDouble``), where the array's own parses a format string each value."""
-    return cast("memoryview[float]", memoryview(ring))
-
-
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class DoubleRing:
-    """The last ``size`` values of a series in a ring of doubles: 8 bytes a value, where a list
-    takes 32 (a pointer and a float object), written through a memoryview (see
-    :class:`Recent`). For rings written once a step of one series and read when something is
-    judged; the rings every value goes through are lists (a store into a list is cheaper).
+    """The last ``size`` values of a series (of each of its ``lanes``) in a ring of doubles: 8
+    bytes a value, where a list takes 32 (a pointer and a float object). It is written
+    through a memoryview: compiled, a store through it takes the float as it is, where the
+    array's own parses a format string each value. For rings written once a step of one
+    series and read when something is judged; the rings every value goes through are lists
+    (a store into a list costs less still).
 
     >>> r = DoubleRing(3)
     >>> for x in [1.0, 2.0, 3.0, 4.0]:
     ...     r.put(x)
-    >>> r.oldest_first(), len(r)
+    >>> r.lane(), len(r)
     ([2.0, 3.0, 4.0], 3)
     >>> import pickle
-    >>> pickle.loads(pickle.dumps(r)).oldest_first()
+    >>> pickle.loads(pickle.dumps(r)).lane()
     [2.0, 3.0, 4.0]
     """
 
     __slots__ = ("head", "n", "ring", "size", "view")
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, lanes: int = 1) -> None:
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         self.size = size
-        self.ring = array("d", bytes(8 * size))
+        self.ring = array("d", bytes(8 * size * lanes))  # lane k: [k * size, (k + 1) * size)
         self.view = _doubles(self.ring)
-        self.n = 0  # values kept
+        self.n = 0  # values kept (in each lane)
         self.head = 0  # the oldest's place, once the ring is full
 
-    def put(self, x: float) -> None:
+    def _next(self) -> int:
+        """Where the next value goes: a new place while the ring is not full, else the
+        oldest's."""
         n = self.n
         if n < self.size:
-            self.view[n] = x
             self.n = n + 1
-        else:
-            head = self.head
-            self.view[head] = x
-            self.head = head + 1 if head + 1 < n else 0
+            return n
+        head = self.head
+        self.head = head + 1 if head + 1 < n else 0
+        return head
+
+    def put(self, x: float) -> None:
+        self.view[self._next()] = x
+
+    def clear(self) -> None:
+        self.n = self.head = 0
 
     def __len__(self) -> int:
         return self.n
 
-    def oldest_first(self) -> list[float]:
-        ring, n, head = self.ring, self.n, self.head
+    def lane(self, k: int = 0) -> list[float]:
+        """The values of lane ``k``, oldest first."""
+        ring, n, head, at = self.ring, self.n, self.head, k * self.size
         if n < self.size:
-            return ring[:n].tolist()
-        return ring[head:].tolist() + ring[:head].tolist()
+            return ring[at : at + n].tolist()
+        return ring[at + head : at + n].tolist() + ring[at : at + head].tolist()
 
+    # a snapshot keeps the ring; the view over it is made anew
     def __getstate__(self) -> dict[str, Any]:
         return {"head": self.head, "n": self.n, "ring": self.ring, "size": self.size}
 
@@ -211,6 +145,44 @@ class DoubleRing:
             state["size"],
         )
         self.view = _doubles(self.ring)
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Recent(DoubleRing):
+    """The newest ``size`` (step, value) pairs of a series, oldest first, in two lanes of a
+    ring of doubles: what a projection fits when an incident is raised.
+
+    >>> r = Recent(3)
+    >>> for step in range(1, 6):
+    ...     r.add(step, step / 10)
+    >>> r.steps(), r.values(), len(r)
+    ([3.0, 4.0, 5.0], [0.3, 0.4, 0.5], 3)
+    >>> import pickle
+    >>> pickle.loads(pickle.dumps(r)).values()
+    [0.3, 0.4, 0.5]
+    """
+
+    __slots__ = ()
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size, 2)
+
+    def add(self, step: int, x: float) -> None:
+        i = self._next()
+        view = self.view
+        view[i] = float(step)
+        view[self.size + i] = x
+
+    def steps(self) -> list[float]:
+        return self.lane(0)
+
+    def values(self) -> list[float]:
+        return self.lane(1)
+
+
+def _doubles(ring: array[float]) -> memoryview[float]:
+    """A view that stores into ``ring`` (see :class:`DoubleRing`)."""
+    return cast("memoryview[float]", memoryview(ring))
 
 
 def sorted_median(ordered: list[float]) -> float:
