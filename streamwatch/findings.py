@@ -17,16 +17,13 @@ compiled with it (the incident model itself is pydantic's, and stays interpreted
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from mypy_extensions import mypyc_attr
 
-from streamwatch.incidents import Incident, Kind, Severity, Status, fingerprint
+from streamwatch.incidents import SEVERITY_RANK, Incident, Kind, Severity, Status, fingerprint
 
 __all__ = ["Finding", "IncidentBook"]
-
-#: ``Severity.rank`` without the property's call
-_RANK: Final = {s: s.rank for s in Severity}
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -75,7 +72,7 @@ class IncidentBook:
         current = self.open.get(fid)
         if current is not None:
             current.healthy = 0
-            if _RANK[finding.severity] <= _RANK[current.incident.severity]:
+            if SEVERITY_RANK[finding.severity] <= SEVERITY_RANK[current.incident.severity]:
                 return None
         elif finding.severity is Severity.INFO and fid in self.told:
             return None  # said once on this run

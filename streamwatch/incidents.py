@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 __all__ = [
     "KINDS",
+    "SEVERITY_RANK",
     "Incident",
     "Kind",
     "Severity",
@@ -35,10 +36,11 @@ class Severity(StrEnum):
 
     @property
     def rank(self) -> int:
-        return _SEVERITY_RANK[self]
+        return SEVERITY_RANK[self]
 
 
-_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
+#: each severity's order: info < warning < critical
+SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 
 
 class Status(StrEnum):

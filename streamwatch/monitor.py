@@ -73,7 +73,7 @@ class Monitor:
     # -- input ----------------------------------------------------------------------------
     def process(self, event: Event, origin: str = "") -> list[Incident]:
         """Feed one event; return the incident updates it caused (firing or resolved)."""
-        # each field read once: an Event is a pydantic model, whose attributes are looked up
+        # each field read once: an Event's attributes are looked up by name
         run_id = event.run_id
         step = event.step
         ts = event.ts

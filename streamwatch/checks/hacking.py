@@ -246,8 +246,8 @@ class HackingCheck:
 class Bends:
     """Noise of a series from its second differences: the clipped root mean square of the
     last ``size`` of them, over sqrt(6). The differences are kept in arrival order only (a
-    ring of doubles, :class:`~streamwatch.detectors.window.DoubleRing`): their spread is needed at
-    evaluations, not at every value, so they are ordered then.
+    :class:`~streamwatch.detectors.window.DoubleRing`): their spread is needed at evaluations,
+    not at every value, so they are ordered then.
 
     >>> b = Bends(50)
     >>> for y in [0.1, 0.3, 0.2, 0.4, 0.3, 0.5]:
