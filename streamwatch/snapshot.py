@@ -14,14 +14,14 @@ windows (which pickle themselves). Restore only snapshots written by a streamwat
 >>> from streamwatch.run import RunState
 >>> blob = dump_run(RunState("grpo-7b", EngineConfig()))
 >>> blob.split(b"\\n", 1)[0]
-b'{"format":"streamwatch.run","run_id":"grpo-7b","version":28}'
+b'{"format":"streamwatch.run","run_id":"grpo-7b","version":29}'
 >>> load_run(blob).run_id
 'grpo-7b'
 >>> try:
-...     load_run(blob.replace(b'"version":28', b'"version":27'))
+...     load_run(blob.replace(b'"version":29', b'"version":28'))
 ... except SnapshotError as exc:
 ...     print(exc)
-snapshot of run 'grpo-7b' is version 27; this streamwatch reads version 28
+snapshot of run 'grpo-7b' is version 28; this streamwatch reads version 29
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from streamwatch.run import RunState
 __all__ = ["FORMAT", "VERSION", "SnapshotError", "dump_run", "load_run"]
 
 FORMAT = "streamwatch.run"
-VERSION = 28
+VERSION = 29
 
 
 class SnapshotError(ValueError):

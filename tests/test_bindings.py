@@ -260,7 +260,7 @@ def test_a_handover_forgets_the_old_scale_and_survives_a_snapshot() -> None:
     _evals(monitor, range(50, 70, 10), owner_every=1000)
     assert bound(monitor, "r")["heldout_reward"] == "val-aux/gsm8k/reward/mean@4"
     # the context holds the new metric's values only: its recent ones, replayed
-    assert list(run.ctx.heldout.values) == [0.53, 0.54, 0.55, 0.56]
+    assert run.ctx.heldout.values.lane() == [0.53, 0.54, 0.55, 0.56]
     assert run.retired == {"val-core/gsm8k/acc/mean@4": 20}
     assert copy.bound[Indicator.HELDOUT_REWARD] == "val-core/gsm8k/acc/mean@4"
     assert copy.claims["val-aux/gsm8k/reward/mean@4"].missed == 1

@@ -28,7 +28,7 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.checks.course import Course
 from streamwatch.config import ContextSettings
-from streamwatch.detectors.window import ring_oldest_first, ring_put
+from streamwatch.detectors.window import DoubleRing
 
 __all__ = ["CONTEXT_SIGNALS", "Direction", "RunContext"]
 
@@ -64,14 +64,10 @@ class Direction:
     (-1, -0.021)
     """
 
-    __slots__ = ("fitted", "head", "least", "size", "values")
+    __slots__ = ("fitted", "least", "values")
 
     def __init__(self, size: int, least: int) -> None:
-        # a ring (:func:`ring_put`), not a deque: a deque takes 760 bytes however few its
-        # values, and a list trimmed at its front moves every value at each one
-        self.values: list[float] = []
-        self.head = 0
-        self.size = size
+        self.values = DoubleRing(size)
         self.least = least  # values needed before a direction is known
         # the least-squares fit of these values, once asked for (a judgement asks for it
         # several times: its words, then which way it moves)
@@ -79,7 +75,7 @@ class Direction:
 
     def update(self, x: float) -> None:
         if x - x == 0.0:  # finite
-            self.head = ring_put(self.values, self.head, self.size, x)
+            self.values.put(x)
             self.fitted = None
 
     @property
@@ -88,11 +84,10 @@ class Direction:
 
     @property
     def last(self) -> float:
-        return self.values[self.head - 1] if self.values else math.nan
+        return self.values.newest()
 
     def mean(self) -> float:
-        values = self.values
-        return sum(values) / len(values) if values else math.nan
+        return self.values.mean()
 
     def slope(self) -> float:
         """The least-squares slope per value (NaN with fewer than 2 values)."""
@@ -116,7 +111,7 @@ class Direction:
         return fitted
 
     def _least_squares(self) -> tuple[float, float]:
-        values = ring_oldest_first(self.values, self.head)
+        values = self.values.lane()
         n = len(values)
         if n < 2:
             return math.nan, math.nan

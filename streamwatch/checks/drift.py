@@ -28,7 +28,6 @@ by default).
 from __future__ import annotations
 
 import math
-from array import array
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, NamedTuple
 
@@ -36,7 +35,7 @@ from mypy_extensions import mypyc_attr
 from river._river_rust.drift import AdaptiveWindowing
 
 from streamwatch.config import DriftSettings
-from streamwatch.detectors.window import sorted_median
+from streamwatch.detectors.window import DoubleRing, ascending, sorted_median
 from streamwatch.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
@@ -65,7 +64,6 @@ class DriftColumn:
     __slots__ = (
         "armed",
         "center",
-        "head",
         "history",
         "indicator",
         "metric",
@@ -98,8 +96,7 @@ class DriftColumn:
         # zero comes, in order, as it would have had them (a constant metric costs no update)
         self.owed = 0
         # its last _HISTORY values, a ring of doubles: no float object a value
-        self.history = array("d")
-        self.head = 0  # where the next value goes once the ring is full (its oldest)
+        self.history = DoubleRing(_HISTORY)
         self.armed = 0
         self.reference: Reference | None = None
         self.warm_range = (math.inf, -math.inf)  # its warm-up's lowest and highest values
@@ -117,23 +114,19 @@ class DriftColumn:
     def end_warmup(self) -> None:
         warm = self.warm
         assert warm is not None
-        self.center = center = sorted_median(sorted(warm))
-        mad = 1.4826 * sorted_median(sorted([abs(v - center) for v in warm]))
+        self.center = center = sorted_median(ascending(warm))
+        mad = 1.4826 * sorted_median(ascending([abs(v - center) for v in warm]))
         self.scale = mad or abs(center) * 0.01 or 1.0
         self.warm_range = (min(warm), max(warm))
         self.warm = None
 
     def recent(self) -> list[float]:
         """Its last values, oldest first."""
-        ring, head = self.history, self.head
-        return ring[head:].tolist() + ring[:head].tolist()
+        return self.history.lane()
 
     def last(self, n: int) -> list[float]:
         """Its last ``n`` values (no more than it holds), oldest first."""
-        ring = self.history
-        size = len(ring)
-        end = self.head if size == _HISTORY else size  # one past the newest
-        return [ring[(end - n + i) % size] for i in range(n)]
+        return self.history.last(n)
 
     def changed(self) -> None:
         """ADWIN found a change: a fresh window (as river's ADWIN starts one on its next
@@ -218,14 +211,14 @@ class Reference(NamedTuple):
     def of(cls, values: list[float]) -> Reference | None:
         n = len(values)
         half = n // 2
-        older, newer = sorted_median(sorted(values[:half])), sorted_median(sorted(values[half:]))
+        older = sorted_median(ascending(values[:half]))
+        newer = sorted_median(ascending(values[half:]))
         slope = (newer - older) / (n / 2.0)  # the halves' centres are n / 2 steps apart
         mean = math.fsum(values) / n
         sd = math.sqrt(math.fsum([(v - mean) * (v - mean) for v in values]) / n)
-        ordered = sorted(values)
-        ref = cls(
-            sorted_median(ordered), newer, slope, (n - half - 1) / 2.0, sd, ordered[0], ordered[-1]
-        )
+        ordered = ascending(values)
+        low, high = ordered[0], ordered[n - 1]
+        ref = cls(sorted_median(ordered), newer, slope, (n - half - 1) / 2.0, sd, low, high)
         return ref if all(map(math.isfinite, ref)) else None
 
     def expected(self, recent: float, ahead: float) -> float:
@@ -243,8 +236,8 @@ def screen(step: int, columns: list[DriftColumn], xs: list[Any]) -> list[Finding
     float); what drifted.
 
     The loop every generic value goes through: keep it short. (``xs`` is not typed as floats:
-    compiled, its values are then taken as the objects they are, which the history ring
-    stores, instead of doubles that it would box anew.)
+    compiled, its values are then taken as the objects they are, which a warm-up keeps,
+    instead of doubles that it would box anew.)
     """
     found: list[Finding] = []
     cols: list[DriftColumn] = []
@@ -252,16 +245,10 @@ def screen(step: int, columns: list[DriftColumn], xs: list[Any]) -> list[Finding
         col = columns[i]
         value = xs[i]
         x: float = value
-        ring: Any = col.history  # untyped: a typed store would unbox the value and box it anew
-        if len(ring) < _HISTORY:
-            ring.append(value)
-        else:
-            head = col.head
-            ring[head] = value
-            col.head = head + 1 if head + 1 < _HISTORY else 0
+        col.history.put(x)
         warm = col.warm
         if warm is not None:
-            warm.append(x)
+            warm.append(value)
             if len(warm) == col.settings.warmup:
                 col.end_warmup()
             continue

@@ -18,7 +18,7 @@ from mypy_extensions import mypyc_attr
 from streamwatch.checks.base import Check, ratio
 from streamwatch.config import EntropySettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
-from streamwatch.detectors.window import ring_put
+from streamwatch.detectors.window import DoubleRing
 from streamwatch.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
@@ -47,11 +47,8 @@ class EntropyCheck(Check):
         self._warm: list[float] = []
         self.ref = math.nan
         self._smooth = Ewma(settings.smoothing)
-        # the last fall_window + 1 smoothed values, a ring (:func:`ring_put`): a deque
-        # takes 760 bytes however few its values
-        self._recent: list[float] = []
-        self._recent_head = 0  # the oldest's place
-        self._recent_size = settings.fall_window + 1
+        # the last fall_window + 1 smoothed values
+        self._recent = DoubleRing(settings.fall_window + 1)
         self.low = math.inf
         self._collapse = Persistence(2)
         self._blowup = Persistence(2)
@@ -68,7 +65,7 @@ class EntropyCheck(Check):
             if len(self._warm) == self._warmup:
                 self.ref = max(median(self._warm), _FLOOR)
             return []
-        self._recent_head = ring_put(self._recent, self._recent_head, self._recent_size, smooth)
+        self._recent.put(smooth)
         self.low = min(self.low, smooth)
         log_smooth = math.log(smooth)
         falling = self._falling.update(log_smooth)
@@ -98,8 +95,7 @@ class EntropyCheck(Check):
         r = smooth / self.ref
         if r >= self._no_collapse and not falling:
             return None  # well above every ratio that could be a collapse: the common case
-        full = len(self._recent) == self._recent_size
-        fall = ratio(self._recent[self._recent_head], smooth) if full else 1.0
+        fall = ratio(self._recent.oldest(), smooth) if self._recent.full else 1.0
         rule = "level"
         if r < self._critical_ratio:
             severity, why = Severity.CRITICAL, f"is {r:.3f}x its start"

@@ -251,7 +251,7 @@ def _signal(f: Finding, ctx: RunContext, because: list[str]) -> Severity | None:
     # alike in a row beside a reward that moves from step to step are a small batch's
     # chance (one prompt a step: Unsloth's notebooks): the steps between teach
     learning = _learning(ctx, because)
-    values = ctx.reward.values
+    values = ctx.reward.values.lane()
     moving = bool(values) and max(values) - min(values) > 1e-9
     if not own and f.rule == "persist" and (learning or moving):
         return None  # the steps between teach; critical if it lasts

@@ -21,12 +21,13 @@ import math
 from statistics import median
 from typing import Final
 
-from mypy_extensions import mypyc_attr
+from librt.vecs import append, vec
+from mypy_extensions import i64, mypyc_attr
 
 from streamwatch.checks.base import Check
 from streamwatch.config import LengthSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
-from streamwatch.detectors.window import ring_put
+from streamwatch.detectors.window import DoubleRing
 from streamwatch.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
@@ -51,15 +52,12 @@ class LengthCheck(Check):
         self._warm: list[float] = []
         self.ref = math.nan
         self._smooth = Ewma(settings.smoothing)
-        # the last growth_window + 1 smoothed values, a ring (:func:`ring_put`): a deque
-        # takes 760 bytes however few its values
-        self._recent: list[float] = []
-        self._recent_head = 0  # the oldest's place
-        self._recent_size = settings.growth_window + 1
+        # the last growth_window + 1 smoothed values
+        self._recent = DoubleRing(settings.growth_window + 1)
         # (step, smoothed length) of the last explosion_long_window steps: steps, not logged
         # values (a run that logs every 5 steps covers 150 steps in 30 values)
-        self._long_steps: list[int] = []  # two lists: no tuple a value
-        self._long: list[float] = []
+        self._long_steps: vec[i64] = vec[i64]()  # two vectors: no tuple nor object a value
+        self._long: vec[float] = vec[float]()
         self._long_start = 0  # the first of them in the window (those before: to be dropped)
         self._rising = trend_break("up", settings.explosion_trend)
         self._falling = trend_break("down", settings.collapse_trend, along=self._rising)
@@ -78,16 +76,15 @@ class LengthCheck(Check):
             if len(self._warm) == self._warmup:
                 self.ref = median(self._warm)
             return []
-        self._recent_head = ring_put(self._recent, self._recent_head, self._recent_size, smooth)
-        steps = self._long_steps
-        steps.append(step)
-        self._long.append(smooth)
-        start = self._long_start
+        self._recent.put(smooth)
+        self._long_steps = steps = append(self._long_steps, step)
+        self._long = append(self._long, smooth)
+        start: i64 = self._long_start
         while step - steps[start] > self._long_window:
             start += 1
         if start > 64 and 2 * start > len(steps):  # dropped in bulk, not one at each value
-            del steps[:start]
-            del self._long[:start]
+            self._long_steps = steps[start:]
+            self._long = self._long[start:]
             start = 0
         self._long_start = start
         self.peak = max(self.peak, smooth)
@@ -109,7 +106,7 @@ class LengthCheck(Check):
             # at step 5 as it learnt the format, 116 at step 20: 1.73x in 10 steps, 1.01x
             # its start) is no explosion
             return None
-        growth = smooth / self._recent[self._recent_head]  # the oldest
+        growth = smooth / self._recent.oldest()
         # a climb with half the evidence, but fast: half the window's growth threshold
         climbing = self._rising.statistic > self._climbing
         rule = "fast"  # within growth_window steps
@@ -254,11 +251,11 @@ class TruncationCheck(Check):
         ]
 
 
-def _lowest(values: list[float], start: int) -> int:
+def _lowest(values: vec[float], start: i64) -> i64:
     """Where the lowest of ``values[start:]`` is (the first, if it is there more than once):
     a loop, not ``min`` of a slice, which compiled makes a list and compares float objects.
 
-    >>> _lowest([1.0, 5.0, 2.0, 4.0, 2.0], 1)
+    >>> _lowest(vec[float]([1.0, 5.0, 2.0, 4.0, 2.0]), 1)
     2
     """
     at, low = start, values[start]

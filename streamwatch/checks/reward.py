@@ -40,7 +40,7 @@ from mypy_extensions import mypyc_attr
 from streamwatch.checks.base import Check
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window, trend_break
-from streamwatch.detectors.window import ring_oldest_first, ring_put
+from streamwatch.detectors.window import DoubleRing
 from streamwatch.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
@@ -69,25 +69,23 @@ class LineNoise:
     [0.0, 0.0, 1.161895003862, 1.161895003862, 1.264911064067]
     """
 
-    __slots__ = ("base", "fresh", "head", "s0", "s1", "s2", "size", "values")
+    __slots__ = ("base", "fresh", "s0", "s1", "s2", "size", "values")
 
     def __init__(self, size: int) -> None:
         if size < 3:
             raise ValueError(f"size must be >= 3, got {size}")
         self.size = size
-        # a ring (:func:`ring_put`): a deque takes 760 bytes however few its values
-        self.values: list[float] = []
-        self.head = 0  # the oldest's place
+        self.values = DoubleRing(size)
         self.base = self.s0 = self.s1 = self.s2 = 0.0
         self.fresh = 0  # values since the sums were last computed afresh
 
     def update(self, x: float) -> float:
         values = self.values
         n = self.size
-        if len(values) == n and self.fresh < n:
+        if values.full and self.fresh < n:
             # the window slides: every offset's index falls by one, the oldest leaves
-            gone = values[self.head] - self.base
-            self.head = ring_put(values, self.head, n, x)
+            gone = values.oldest() - self.base
+            values.put(x)
             d = x - self.base
             s0 = self.s0
             self.s1 = self.s1 - (s0 - gone) + (n - 1) * d
@@ -95,8 +93,8 @@ class LineNoise:
             self.s2 = self.s2 - gone * gone + d * d
             self.fresh += 1
         else:
-            self.head = ring_put(values, self.head, n, x)
-            if len(values) < n:
+            values.put(x)
+            if not values.full:
                 return math.nan
             self._afresh()
         s0 = self.s0
@@ -108,15 +106,12 @@ class LineNoise:
 
     def mean(self) -> float:
         """The window's mean value (NaN when empty)."""
-        total = 0.0
-        for v in self.values:  # a native loop when compiled (sum() is a generic call)
-            total += v
-        return total / len(self.values) if self.values else math.nan
+        return self.values.mean()
 
     def trimmed(self) -> float:
         """The sd of the residuals around the window's line without its largest one (computed
         afresh: asked only of a window that looks noisy)."""
-        values = ring_oldest_first(self.values, self.head)
+        values = self.values.lane()
         n = len(values)
         if n < 4:
             return math.nan
@@ -131,7 +126,7 @@ class LineNoise:
         return math.sqrt(total / (n - 3))
 
     def _afresh(self) -> None:
-        values = ring_oldest_first(self.values, self.head)
+        values = self.values.lane()
         base = self.base = values[0]
         total = sum_id = sum_dd = 0.0
         for i, v in enumerate(values):
@@ -156,7 +151,6 @@ class RewardCheck(Check):
         self._cusum_threshold = settings.chaos_cusum_threshold
         self._chaos_floor = settings.chaos_floor
         self._chaos_ratio = settings.chaos_ratio
-        self._chaos_window = settings.chaos_window
         self._bend_history = settings.chaos_history * settings.chaos_window
         self._collapse_fraction = settings.collapse_fraction
         self._collapse_noise = settings.collapse_noise
@@ -166,7 +160,8 @@ class RewardCheck(Check):
         self._smooth = Ewma(settings.smoothing)
         self._recent = LineNoise(settings.chaos_window)
         self.recent_noise = math.nan
-        self._waiting: list[tuple[float, float, bool, float]] = []
+        # (noise, mean level, alarmed 1/0, bend) of each of the last chaos_window steps
+        self._waiting = DoubleRing(settings.chaos_window, 4)
         self._reference = Window(settings.chaos_history)
         self._reference_level = Window(settings.chaos_history)  # the windows' mean rewards
         self.noise = math.nan
@@ -251,15 +246,21 @@ class RewardCheck(Check):
                 # largest departure from the line must be as high
                 alarm = self._recent.trimmed() / floor > self._chaos_ratio
         level = self._recent.mean()
-        self._waiting.append((recent, level, alarm, self._bend))
+        waiting = self._waiting
+        ring, size = waiting.ring, waiting.size
+        full = waiting.full
+        i = waiting.place()  # the oldest's place once full: it leaves, no overlap with now
+        if full and ring[2 * size + i] == 0.0:  # it raised no alarm
+            self._reference.update(ring[i])
+            self._reference_level.update(ring[size + i])
+            bend = ring[3 * size + i]
+            if bend == bend:
+                self._calm_bend(bend)
+        ring[i] = recent
+        ring[size + i] = level
+        ring[2 * size + i] = 1.0 if alarm else 0.0
+        ring[3 * size + i] = self._bend
         self._bend = math.nan
-        if len(self._waiting) > self._chaos_window:  # no overlap with the recent window
-            figure, at, was_alarm, bend = self._waiting.pop(0)
-            if not was_alarm:
-                self._reference.update(figure)
-                self._reference_level.update(at)
-                if bend == bend:
-                    self._calm_bend(bend)
         if not self._chaos.update(alarm) and not noisier:
             return None
         severity = Severity.CRITICAL if r > 2 * self.s.chaos_ratio else Severity.WARNING

@@ -21,7 +21,7 @@ from mypy_extensions import mypyc_attr
 from streamwatch.checks.base import Check
 from streamwatch.config import SpikeSettings
 from streamwatch.detectors import Persistence, Window, trend_break
-from streamwatch.detectors.window import DoubleRing, ring_put
+from streamwatch.detectors.window import DoubleRing
 from streamwatch.findings import Finding
 from streamwatch.incidents import Kind, Severity
 from streamwatch.indicators import Indicator
@@ -58,8 +58,7 @@ class SpikeCheck(Check):
             growth = indicator == Indicator.GRAD_NORM.value
         self._growth = trend_break("up", settings.growth_trend) if growth else None
         self._smooth = math.nan  # EWMA (weight 0.3) of the median of the last 5 values
-        self._last: list[float] = []  # the last 5 values, this one included (a ring)
-        self._last_head = 0
+        self._last = DoubleRing(5)  # the last 5 values, this one included
         self._growing = False
         # the growth counts only beyond the run's own range: the smoothed values before it
         self._range = DoubleRing(settings.range_window)
@@ -99,7 +98,7 @@ class SpikeCheck(Check):
                 spread = 0.0
                 for v in w.ordered:  # a loop, not sum(): no float object per value compiled
                     spread += abs(v - med)
-                sd = max(sd, _SD_PER_MEAN_ABS * spread / len(w.ordered))
+                sd = max(sd, _SD_PER_MEAN_ABS * spread / float(len(w.ordered)))
             spike = dist > self._robust_z * sd
         w.update(x)
         if spike and self._spiking.streak == 0:
@@ -176,10 +175,10 @@ class SpikeCheck(Check):
             self._growth = None
             return None
         last = self._last
-        self._last_head = ring_put(last, self._last_head, 5, x)
-        if len(last) < 5:
+        last.put(x)
+        if not last.full:
             return None
-        mid = sorted(last)[2]
+        mid = sorted(last.lane())[2]
         smooth = self._smooth
         self._smooth = smooth = mid if smooth != smooth else smooth + 0.3 * (mid - smooth)
         self._range.put(smooth)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import i64, mypyc_attr
 
-from streamwatch.detectors.window import ring_put
+from streamwatch.detectors.window import DoubleRing
 
 if TYPE_CHECKING:
     from streamwatch.config import TrendSettings
@@ -60,7 +60,6 @@ class TrendBreak:
         "_abs",
         "along",
         "clip",
-        "head",
         "lag",
         "mode",
         "n",
@@ -99,13 +98,12 @@ class TrendBreak:
         self.threshold = threshold
         self.clip = clip
         self.settle: i64 = settle
-        # the last lag + span + 1 values, a ring (:func:`ring_put`): the one of the detector
-        # this one is built along, if any (it puts each value in; this one only reads)
+        # the last lag + span + 1 values, a ring of doubles: the one of the detector this one
+        # is built along, if any (it puts each value in; this one only reads)
         if along is not None and (along.lag != lag or along.span != span):
             along = None
         self.along = along
-        self.ring: list[float] = [] if along is None else along.ring
-        self.head: i64 = 0  # the oldest value's place, once the ring is full
+        self.ring: DoubleRing = DoubleRing(lag + span + 1) if along is None else along.ring
         self.n: i64 = 0
         self._abs = 0.0
         self.scale = math.nan
@@ -116,20 +114,20 @@ class TrendBreak:
         if y - y != 0.0:  # nan or inf: ignored
             return False
         ring = self.ring
-        span = self.span
-        size = self.lag + span + 1
-        along = self.along
-        if along is None:
-            head = self.head = ring_put(ring, self.head, size, y)
-        else:  # fed this value just before
-            head = along.head
+        if self.along is None:
+            ring.put(y)
+        # else: fed this value just before
         n = self.n
-        if n < self.settle and len(ring) < size:
+        size: i64 = ring.size
+        if n < self.settle and ring.n < size:
             return False
         # the departure from the prediction, in the direction watched
+        span = self.span
+        head: i64 = ring.head  # the oldest value's place
         i = head + span
-        then = ring[i if i < size else i - size]
-        slope = (then - ring[head]) / float(span)
+        values = ring.ring
+        then = values[i if i < size else i - size]
+        slope = (then - values[head]) / float(span)
         if self.sign > 0.0:
             r = y - then - (slope * float(self.lag) if slope > 0.0 else 0.0)
         else:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copyreg
 import math
-from array import array
-from typing import Any, cast
+from collections.abc import Callable, Iterable
 
+from librt.vecs import append, vec
 from mypy_extensions import i64, mypyc_attr
 
 
@@ -13,14 +14,18 @@ from mypy_extensions import i64, mypyc_attr
 class Window:
     """The last ``size`` finite values; median and a robust sd (1.4826 x MAD).
 
-    The values are also kept in order (one insertion and one removal by bisection per
-    update), so the median is a look-up and the absolute deviations from it come out as two
-    sorted runs, which one linear merge orders: checks ask for these on every value.
+    The values are also kept in order (the newest takes the oldest's place by bisection and
+    a shift), so the median is a look-up and the absolute deviations from it come out as two
+    sorted runs, which one linear merge orders: checks ask for these on every value. Both
+    are vectors of doubles (``librt``'s ``vec[float]``): compiled, no float object a value.
 
     >>> w = Window(5)
-    >>> for x in [1.0, 2.0, 3.0, 100.0, 2.0]: w.update(x)
-    >>> w.median(), w.full
-    (2.0, True)
+    >>> for x in [1.0, 2.0, 3.0, 100.0, 2.0, 0.5]: w.update(x)
+    >>> w.median(), w.full, list(w.ordered), w.arrived()
+    (2.0, True, [0.5, 2.0, 2.0, 3.0, 100.0], [2.0, 3.0, 100.0, 2.0, 0.5])
+    >>> import pickle
+    >>> pickle.loads(pickle.dumps(w)).arrived()
+    [2.0, 3.0, 100.0, 2.0, 0.5]
     """
 
     __slots__ = ("head", "ordered", "size", "values")
@@ -28,28 +33,40 @@ class Window:
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
-        self.size = size
-        # in arrival order, a ring (:func:`ring_put`), its oldest at ``head`` once full
-        self.values: list[float] = []
-        self.head = 0
-        self.ordered: list[float] = []
+        self.size: i64 = size
+        # in arrival order, a ring, its oldest at ``head`` once full
+        self.values: vec[float] = vec[float](capacity=size)
+        self.head: i64 = 0
+        self.ordered: vec[float] = vec[float](capacity=size)
 
     def update(self, x: float) -> None:
         if x - x != 0.0:  # nan or inf
             return
         values = self.values
         ordered = self.ordered
-        # one float object for both lists (compiled, a double is boxed at each store: so
-        # the ring is kept here, not by ring_put, whose float parameter would box it anew)
-        boxed: Any = x
-        if len(values) == self.size:
+        n: i64 = len(values)
+        if n == self.size:  # x takes the oldest's place, in both
             head = self.head
-            ordered.pop(_place(ordered, values[head]))  # the oldest leaves
-            values[head] = boxed
-            self.head = head + 1 if head + 1 < self.size else 0
-        else:
-            values.append(boxed)
-        ordered.insert(_after(ordered, x), boxed)
+            i = _place(ordered, values[head])
+            values[head] = x
+            self.head = head + 1 if head + 1 < n else 0
+            j = _after(ordered, x)
+            if j > i:  # the values between them move down one
+                for k in range(i, j - 1):
+                    ordered[k] = ordered[k + 1]
+                ordered[j - 1] = x
+            else:  # up one
+                for k in range(i, j, -1):
+                    ordered[k] = ordered[k - 1]
+                ordered[j] = x
+            return
+        self.values = append(values, x)
+        j = _after(ordered, x)
+        ordered = append(ordered, x)
+        for k in range(n, j, -1):
+            ordered[k] = ordered[k - 1]
+        ordered[j] = x
+        self.ordered = ordered
 
     @property
     def full(self) -> bool:
@@ -60,7 +77,8 @@ class Window:
 
     def arrived(self) -> list[float]:
         """The values kept, oldest first."""
-        return ring_oldest_first(self.values, self.head)
+        values, head = self.values, self.head
+        return [values[i] for i in range(head, len(values))] + [values[i] for i in range(head)]
 
     def median(self) -> float:
         return sorted_median(self.ordered)
@@ -78,37 +96,34 @@ class Window:
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class DoubleRing:
-    """The last ``size`` values of a series (of each of its ``lanes``) in a ring of doubles: 8
-    bytes a value, where a list takes 32 (a pointer and a float object). It is written
-    through a memoryview: compiled, a store through it takes the float as it is, where the
-    array's own parses a format string each value. For rings written once a step of one
-    series and read when something is judged; the rings every value goes through are lists
-    (a store into a list costs less still).
+    """The last ``size`` values of a series (of each of its ``lanes``) in a ring of doubles
+    (``librt``'s ``vec[float]``): 8 bytes a value, where a list takes 40 (a pointer and a
+    float object). Compiled, a value is stored and read as a double: no float object is made
+    or freed.
 
     >>> r = DoubleRing(3)
     >>> for x in [1.0, 2.0, 3.0, 4.0]:
     ...     r.put(x)
-    >>> r.lane(), len(r)
-    ([2.0, 3.0, 4.0], 3)
+    >>> r.lane(), len(r), r.full, r.oldest(), r.newest(), r.mean(), r.last(2), r.last(5)
+    ([2.0, 3.0, 4.0], 3, True, 2.0, 4.0, 3.0, [3.0, 4.0], [2.0, 3.0, 4.0])
     >>> import pickle
     >>> pickle.loads(pickle.dumps(r)).lane()
     [2.0, 3.0, 4.0]
     """
 
-    __slots__ = ("head", "n", "ring", "size", "view")
+    __slots__ = ("head", "n", "ring", "size")
 
     def __init__(self, size: int, lanes: int = 1) -> None:
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
-        self.size = size
-        self.ring = array("d", bytes(8 * size * lanes))  # lane k: [k * size, (k + 1) * size)
-        self.view = _doubles(self.ring)
-        self.n = 0  # values kept (in each lane)
-        self.head = 0  # the oldest's place, once the ring is full
+        self.size: i64 = size
+        self.ring: vec[float] = vec[float]([0.0] * (size * lanes))  # lane k: [k * size, ...)
+        self.n: i64 = 0  # values kept (in each lane)
+        self.head: i64 = 0  # the oldest's place, once the ring is full
 
-    def _next(self) -> int:
-        """Where the next value goes: a new place while the ring is not full, else the
-        oldest's."""
+    def place(self) -> i64:
+        """Where the next value goes (of each lane, to be stored there): a new place while
+        the ring is not full, else the oldest's, which it replaces."""
         n = self.n
         if n < self.size:
             self.n = n + 1
@@ -118,7 +133,7 @@ class DoubleRing:
         return head
 
     def put(self, x: float) -> None:
-        self.view[self._next()] = x
+        self.ring[self.place()] = x
 
     def clear(self) -> None:
         self.n = self.head = 0
@@ -126,25 +141,44 @@ class DoubleRing:
     def __len__(self) -> int:
         return self.n
 
+    @property
+    def full(self) -> bool:
+        return self.n == self.size
+
+    def oldest(self) -> float:
+        """The oldest value kept (of lane 0; 0.0 while empty)."""
+        return self.ring[self.head]
+
+    def newest(self) -> float:
+        """The newest value kept (of lane 0; NaN while empty)."""
+        i = (self.head if self.n == self.size else self.n) - 1
+        if self.n == 0:
+            return math.nan
+        return self.ring[i if i >= 0 else self.size - 1]
+
+    def mean(self) -> float:
+        """The mean of the values kept (of lane 0; NaN while empty)."""
+        ring, n = self.ring, self.n
+        total = 0.0
+        for i in range(n):
+            total += ring[i]
+        return total / float(n) if n else math.nan
+
+    def last(self, n: int) -> list[float]:
+        """The newest ``n`` values of lane 0 (no more than it holds), oldest first."""
+        ring, size, have = self.ring, self.size, self.n
+        end = self.head if have == size else have  # one past the newest
+        values: list[float] = []
+        for i in range(end - min(n, have), end):
+            values.append(ring[i if i >= 0 else i + size])
+        return values
+
     def lane(self, k: int = 0) -> list[float]:
         """The values of lane ``k``, oldest first."""
         ring, n, head, at = self.ring, self.n, self.head, k * self.size
         if n < self.size:
-            return ring[at : at + n].tolist()
-        return ring[at + head : at + n].tolist() + ring[at : at + head].tolist()
-
-    # a snapshot keeps the ring; the view over it is made anew
-    def __getstate__(self) -> dict[str, Any]:
-        return {"head": self.head, "n": self.n, "ring": self.ring, "size": self.size}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.head, self.n, self.ring, self.size = (
-            state["head"],
-            state["n"],
-            state["ring"],
-            state["size"],
-        )
-        self.view = _doubles(self.ring)
+            return [ring[i] for i in range(at, at + n)]
+        return [ring[i] for i in range(at + head, at + n)] + [ring[i] for i in range(at, at + head)]
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -168,10 +202,10 @@ class Recent(DoubleRing):
         super().__init__(size, 2)
 
     def add(self, step: int, x: float) -> None:
-        i = self._next()
-        view = self.view
-        view[i] = float(step)
-        view[self.size + i] = x
+        i = self.place()
+        ring = self.ring
+        ring[i] = float(step)
+        ring[self.size + i] = x
 
     def steps(self) -> list[float]:
         return self.lane(0)
@@ -180,16 +214,42 @@ class Recent(DoubleRing):
         return self.lane(1)
 
 
-def _doubles(ring: array[float]) -> memoryview[float]:
-    """A view that stores into ``ring`` (see :class:`DoubleRing`)."""
-    return cast("memoryview[float]", memoryview(ring))
+def _floats(items: list[float]) -> vec[float]:
+    return vec[float](items)
 
 
-def sorted_median(ordered: list[float]) -> float:
+def _ints(items: list[int]) -> vec[i64]:
+    return vec[i64](items)
+
+
+def _reduce_floats(v: vec[float]) -> tuple[Callable[[list[float]], vec[float]], tuple[list[float]]]:
+    return _floats, (list(v),)
+
+
+def _reduce_ints(v: vec[i64]) -> tuple[Callable[[list[int]], vec[i64]], tuple[list[int]]]:
+    return _ints, ([int(i) for i in v],)
+
+
+# a vector pickles as the list of its values (snapshots of the run state hold them); its
+# class is taken from an instance (compiled, ``i64`` outside a function is ``int``)
+copyreg.pickle(type(_floats([])), _reduce_floats)
+copyreg.pickle(type(_ints([])), _reduce_ints)
+
+
+def ascending(values: Iterable[float]) -> vec[float]:
+    """The values in ascending order, as the functions below take them.
+
+    >>> list(ascending([3.0, 1.0, 2.0]))
+    [1.0, 2.0, 3.0]
+    """
+    return vec[float](sorted(values))
+
+
+def sorted_median(ordered: vec[float]) -> float:
     """The median of values in ascending order (NaN if there are none), as
     ``statistics.median`` gives it.
 
-    >>> sorted_median([1.0, 2.0, 4.0, 7.0]), sorted_median([3.0])
+    >>> sorted_median(ascending([1.0, 2.0, 4.0, 7.0])), sorted_median(ascending([3.0]))
     (3.0, 3.0)
     """
     n = len(ordered)
@@ -198,47 +258,24 @@ def sorted_median(ordered: list[float]) -> float:
     return (ordered[n // 2 - 1] + ordered[n // 2]) / 2 if n else math.nan
 
 
-def robust_sd_sorted(ordered: list[float], m: float) -> float:
+def robust_sd_sorted(ordered: vec[float], m: float) -> float:
     """1.4826 x the median absolute deviation from ``m`` (their median) of values in
     ascending order; NaN with fewer than two.
 
-    >>> robust_sd_sorted([1.0, 2.0, 4.0, 7.0], 3.0)
+    >>> robust_sd_sorted(ascending([1.0, 2.0, 4.0, 7.0]), 3.0)
     2.2239
     """
     return 1.4826 * _deviation_median(ordered, m) if len(ordered) >= 2 else math.nan
 
 
-def ring_put(ring: list[float], head: i64, size: i64, x: float) -> i64:
-    """Keep ``x`` in ``ring``, a list used as a ring of ``size`` values whose oldest is at
-    ``head`` once it is full: appended while it is not, else in the oldest's place. Gives the
-    new ``head``. (A native list is indexed and stored into without a method call in the
-    compiled build; a deque is not.)
-
-    >>> ring: list[float] = []
-    >>> head = 0
-    >>> for x in [1.0, 2.0, 3.0, 4.0]:
-    ...     head = ring_put(ring, head, 3, x)
-    >>> ring, head, ring_oldest_first(ring, head)
-    ([4.0, 2.0, 3.0], 1, [2.0, 3.0, 4.0])
-    """
-    if len(ring) < size:
-        ring.append(x)
-        return head
-    ring[head] = x
-    return head + 1 if head + 1 < size else 0
-
-
-def ring_oldest_first(ring: list[float], head: int) -> list[float]:
-    """The values of a ring kept by :func:`ring_put`, oldest first."""
-    return ring[head:] + ring[:head]
-
-
-def _place(ordered: list[float], x: float) -> int:
+def _place(ordered: vec[float], x: float) -> i64:
     """The first place in ``ordered`` whose value is not below ``x`` (``bisect_left``, written
     out: compiled, it compares doubles, where the C function compares Python objects).
 
-    >>> _place([1.0, 2.0, 2.0, 3.0], 2.0), _place([1.0, 2.0], 5.0), _place([], 1.0)
-    (1, 2, 0)
+    >>> _place(ascending([1.0, 2.0, 2.0, 3.0]), 2.0), _place(ascending([1.0, 2.0]), 5.0)
+    (1, 2)
+    >>> _place(ascending([]), 1.0)
+    0
     """
     lo: i64 = 0  # native integers, compiled: no tagged-int arithmetic a probe
     hi: i64 = len(ordered)
@@ -251,10 +288,10 @@ def _place(ordered: list[float], x: float) -> int:
     return lo
 
 
-def _after(ordered: list[float], x: float) -> int:
+def _after(ordered: vec[float], x: float) -> i64:
     """The first place in ``ordered`` whose value is above ``x`` (``bisect_right``).
 
-    >>> _after([1.0, 2.0, 2.0, 3.0], 2.0)
+    >>> _after(ascending([1.0, 2.0, 2.0, 3.0]), 2.0)
     3
     """
     lo: i64 = 0
@@ -268,12 +305,12 @@ def _after(ordered: list[float], x: float) -> int:
     return lo
 
 
-def _deviation_median(ordered: list[float], m: float) -> float:
+def _deviation_median(ordered: vec[float], m: float) -> float:
     """The median of ``|v - m|`` over sorted values: below ``m`` the deviations rise going
     down, above it going up, so a walk outwards from ``m`` meets them in order and stops
     half-way (``m - v`` is exactly ``abs(v - m)``: rounding is symmetric).
 
-    >>> _deviation_median([1.0, 2.0, 4.0, 7.0], 3.0)
+    >>> _deviation_median(ascending([1.0, 2.0, 4.0, 7.0]), 3.0)
     1.5
     """
     n: i64 = len(ordered)
