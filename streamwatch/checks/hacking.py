@@ -256,10 +256,9 @@ class Bends:
     0.1225
     """
 
-    __slots__ = ("_last", "_last2", "_ring", "size")
+    __slots__ = ("_last", "_last2", "_ring")
 
     def __init__(self, size: int) -> None:
-        self.size = size
         self._ring = DoubleRing(size)
         self._last = math.nan
         self._last2 = math.nan

@@ -17,7 +17,8 @@ class Window:
     The values are also kept in order (the newest takes the oldest's place by bisection and
     a shift), so the median is a look-up and the absolute deviations from it come out as two
     sorted runs, which one linear merge orders: checks ask for these on every value. Both
-    are vectors of doubles (``librt``'s ``vec[float]``): compiled, no float object a value.
+    hold doubles (a :class:`DoubleRing` and a ``vec[float]``): compiled, no float object a
+    value.
 
     >>> w = Window(5)
     >>> for x in [1.0, 2.0, 3.0, 100.0, 2.0, 0.5]: w.update(x)
@@ -28,15 +29,13 @@ class Window:
     [2.0, 3.0, 100.0, 2.0, 0.5]
     """
 
-    __slots__ = ("head", "ordered", "size", "values")
+    __slots__ = ("ordered", "size", "values")
 
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
-        self.size: i64 = size
-        # in arrival order, a ring, its oldest at ``head`` once full
-        self.values: vec[float] = vec[float](capacity=size)
-        self.head: i64 = 0
+        self.size = size
+        self.values = DoubleRing(size)  # in arrival order
         self.ordered: vec[float] = vec[float](capacity=size)
 
     def update(self, x: float) -> None:
@@ -44,12 +43,9 @@ class Window:
             return
         values = self.values
         ordered = self.ordered
-        n: i64 = len(values)
-        if n == self.size:  # x takes the oldest's place, in both
-            head = self.head
-            i = _place(ordered, values[head])
-            values[head] = x
-            self.head = head + 1 if head + 1 < n else 0
+        if values.full:  # x takes the oldest's place, in both
+            i = _place(ordered, values.oldest())
+            values.put(x)
             j = _after(ordered, x)
             if j > i:  # the values between them move down one
                 for k in range(i, j - 1):
@@ -60,7 +56,8 @@ class Window:
                     ordered[k] = ordered[k - 1]
                 ordered[j] = x
             return
-        self.values = append(values, x)
+        values.put(x)
+        n: i64 = len(ordered)
         j = _after(ordered, x)
         ordered = append(ordered, x)
         for k in range(n, j, -1):
@@ -70,15 +67,14 @@ class Window:
 
     @property
     def full(self) -> bool:
-        return len(self.values) == self.size
+        return self.values.full
 
     def __len__(self) -> int:
         return len(self.values)
 
     def arrived(self) -> list[float]:
         """The values kept, oldest first."""
-        values, head = self.values, self.head
-        return [values[i] for i in range(head, len(values))] + [values[i] for i in range(head)]
+        return self.values.lane()
 
     def median(self) -> float:
         return sorted_median(self.ordered)
@@ -151,9 +147,9 @@ class DoubleRing:
 
     def newest(self) -> float:
         """The newest value kept (of lane 0; NaN while empty)."""
-        i = (self.head if self.n == self.size else self.n) - 1
         if self.n == 0:
             return math.nan
+        i = (self.head if self.n == self.size else self.n) - 1
         return self.ring[i if i >= 0 else self.size - 1]
 
     def mean(self) -> float:
@@ -227,7 +223,7 @@ def _reduce_floats(v: vec[float]) -> tuple[Callable[[list[float]], vec[float]], 
 
 
 def _reduce_ints(v: vec[i64]) -> tuple[Callable[[list[int]], vec[i64]], tuple[list[int]]]:
-    return _ints, ([int(i) for i in v],)
+    return _ints, (list(v),)
 
 
 # a vector pickles as the list of its values (snapshots of the run state hold them); its
