@@ -27,7 +27,7 @@ __all__ = ["Finding", "IncidentBook"]
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Finding:
     """What a check saw: the run is unhealthy in this respect at this step."""
 
@@ -38,10 +38,34 @@ class Finding:
     step: int
     message: str
     evidence: dict[str, Any]
-    onset_step: int | None = None
+    onset_step: int | None
     #: which of the check's rules raised it ("level", "trend", "ceiling", ...): what its
     #: severity is judged by, with the run's context (:mod:`streamwatch.checks.judge`)
-    rule: str = ""
+    rule: str
+
+    # written out, not generated: compiled, a generated ``__init__`` is interpreted code, run
+    # at every finding
+    def __init__(
+        self,
+        kind: Kind,
+        indicator: str,
+        metric: str,
+        severity: Severity,
+        step: int,
+        message: str,
+        evidence: dict[str, Any],
+        onset_step: int | None = None,
+        rule: str = "",
+    ) -> None:
+        self.kind = kind
+        self.indicator = indicator
+        self.metric = metric
+        self.severity = severity
+        self.step = step
+        self.message = message
+        self.evidence = evidence
+        self.onset_step = onset_step
+        self.rule = rule
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -138,6 +162,12 @@ class IncidentBook:
 
     def is_firing(self, kind: Kind, indicator: str) -> bool:
         return (kind, indicator) in self.firing
+
+    def held(self, kind: Kind, indicator: str) -> Severity | None:
+        """The severity of the incident of ``(kind, indicator)``, when it fires."""
+        if (kind, indicator) not in self.firing:
+            return None
+        return self.open[self.fid(kind, indicator)].incident.severity
 
     def fid(self, kind: str, indicator: str) -> str:
         """The fingerprint of this run's (kind, indicator), computed once."""

@@ -646,8 +646,10 @@ class RunState:
         every value of the event is in (a second signal counts whatever the order of the
         event's metrics)."""
         found, self.pending = self.pending, []
+        book = self.book
         for f in found:
-            graded = judge(f, self.ctx, self.cfg)
+            held = book.held(f.kind, f.indicator) if self.open_incidents else None
+            graded = judge(f, self.ctx, self.cfg, held)
             if graded is not None:
                 self.fire(graded)
 

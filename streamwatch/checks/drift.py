@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Final, NamedTuple
+from typing import Any, ClassVar, Final
 
 from mypy_extensions import mypyc_attr
 from river._river_rust.drift import AdaptiveWindowing
@@ -182,7 +182,8 @@ class DriftColumn:
         )
 
 
-class Reference(NamedTuple):
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Reference:
     """Where a metric was and where it was heading before a change.
 
     ``level`` is the median of the values, ``newer`` that of their newer half and ``slope``
@@ -199,16 +200,30 @@ class Reference(NamedTuple):
     (-4.5, -4.5, -9.5)
     """
 
-    level: float
-    newer: float
-    slope: float
-    ahead: float
-    noise: float
-    low: float
-    high: float
+    __slots__ = ("ahead", "high", "level", "low", "newer", "noise", "slope")
 
-    @classmethod
-    def of(cls, values: list[float]) -> Reference | None:
+    def __init__(
+        self,
+        level: float,
+        newer: float,
+        slope: float,
+        ahead: float,
+        noise: float,
+        low: float,
+        high: float,
+    ) -> None:
+        self.level = level
+        self.newer = newer
+        self.slope = slope
+        self.ahead = ahead
+        self.noise = noise
+        self.low = low
+        self.high = high
+
+    @staticmethod
+    def of(values: list[float]) -> Reference | None:
+        """The reference of ``values`` (oldest first), or None if a figure of it is not
+        finite."""
         n = len(values)
         half = n // 2
         older = sorted_median(ascending(values[:half]))
@@ -218,8 +233,12 @@ class Reference(NamedTuple):
         sd = math.sqrt(math.fsum([(v - mean) * (v - mean) for v in values]) / n)
         ordered = ascending(values)
         low, high = ordered[0], ordered[n - 1]
-        ref = cls(sorted_median(ordered), newer, slope, (n - half - 1) / 2.0, sd, low, high)
-        return ref if all(map(math.isfinite, ref)) else None
+        level = sorted_median(ordered)
+        ahead = (n - half - 1) / 2.0
+        figures = (level, newer, slope, sd, low, high)
+        if not all(x - x == 0.0 for x in figures):  # a NaN or an infinity
+            return None
+        return Reference(level, newer, slope, ahead, sd, low, high)
 
     def expected(self, recent: float, ahead: float) -> float:
         """Where the values were heading, ``ahead`` steps past the newer half's centre: its

@@ -18,12 +18,14 @@ import fnmatch
 import math
 from typing import Final
 
-from streamwatch.checks.context import RunContext
+from mypy_extensions import mypyc_attr
+
+from streamwatch.checks.context import Direction, RunContext
 from streamwatch.config import EngineConfig
 from streamwatch.findings import Finding
-from streamwatch.incidents import Kind, Severity
+from streamwatch.incidents import SEVERITY_RANK, Kind, Severity
 
-__all__ = ["judge"]
+__all__ = ["Because", "judge"]
 
 # the enums' members, looked up once: compiled, ``Kind.X`` is a look-up on the class, which
 # goes through the enum type's ``__getattr__`` (interpreted) at every finding
@@ -44,11 +46,18 @@ _DRIFT: Final = Kind.METRIC_DRIFT
 _CEILING_PERSIST: Final = 3
 
 
-def judge(f: Finding, ctx: RunContext, cfg: EngineConfig) -> Finding | None:
+def judge(
+    f: Finding, ctx: RunContext, cfg: EngineConfig, held: Severity | None = None
+) -> Finding | None:
     """``f`` with the severity the run's context gives it and its ``because``; None when it
-    is held back."""
+    is held back.
+
+    ``held``: the severity of the run's incident of ``f``'s kind and indicator when one is
+    firing. A finding that does not raise it is no news (the incident book announces
+    nothing): it is graded alike, but its ``because`` is not written.
+    """
     kind = f.kind
-    because = [f"raised by {f.metric}" + (f" ({f.rule} rule)" if f.rule else "")]
+    because = Because(ctx, f"raised by {f.metric}" + (f" ({f.rule} rule)" if f.rule else ""))
     if kind is _TRUNCATION:
         graded = _truncation(f, ctx, cfg, because)
     elif kind is _EXPLOSION:
@@ -70,31 +79,68 @@ def judge(f: Finding, ctx: RunContext, cfg: EngineConfig) -> Finding | None:
     if graded is None:
         return None
     evidence = dict(f.evidence)
-    evidence["because"] = because
+    if held is None or SEVERITY_RANK[graded] > SEVERITY_RANK[held]:
+        evidence["because"] = because.words()
     # built directly: dataclasses.replace reads the class's fields anew at every finding
     return Finding(
         f.kind, f.indicator, f.metric, graded, f.step, f.message, evidence, f.onset_step, f.rule
     )
 
 
-def _decide(severity: Severity, why: str, because: list[str]) -> Severity:
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Because:
+    """Why a finding has its severity, in words, as the judgement goes: what raised it, what
+    agreed or spoke against, the decision. A series' direction (:meth:`trend`) is put in
+    words only when they are asked for (:meth:`words`): its five figures are most of what a
+    judgement costs, and a finding that repeats a firing incident is read by nobody.
+
+    >>> from streamwatch.config import ContextSettings
+    >>> ctx = RunContext(ContextSettings())
+    >>> because = Because(ctx, "raised by actor/entropy")
+    >>> because.trend("train_reward", ctx.reward)
+    >>> because.words()
+    ['raised by actor/entropy', 'train_reward: too few values to tell its direction']
+    """
+
+    __slots__ = ("ctx", "items")
+
+    def __init__(self, ctx: RunContext, first: str) -> None:
+        self.ctx = ctx
+        self.items: list[str | tuple[str, Direction, str]] = [first]
+
+    def append(self, words: str) -> None:
+        self.items.append(words)
+
+    def extend(self, words: list[str]) -> None:
+        self.items.extend(words)
+
+    def trend(self, name: str, d: Direction, unit: str = "a step") -> None:
+        """``name`` and which way it moves (the context's :meth:`RunContext.trend_words`)."""
+        self.items.append((name, d, unit))
+
+    def words(self) -> list[str]:
+        ctx = self.ctx
+        return [w if isinstance(w, str) else ctx.trend_words(*w) for w in self.items]
+
+
+def _decide(severity: Severity, why: str, because: Because) -> Severity:
     because.append(f"{severity}: {why}")  # a str enum: its value (no property call)
     return severity
 
 
-def _learning(ctx: RunContext, because: list[str]) -> bool:
-    because.append(ctx.trend_words("train_reward", ctx.reward))
+def _learning(ctx: RunContext, because: Because) -> bool:
+    because.trend("train_reward", ctx.reward)
     if ctx.heldout.known:
-        because.append(ctx.trend_words("heldout_reward", ctx.heldout, "an evaluation"))
+        because.trend("heldout_reward", ctx.heldout, "an evaluation")
     return ctx.learning()
 
 
 def _truncation(
-    f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]
+    f: Finding, ctx: RunContext, cfg: EngineConfig, because: Because
 ) -> Severity | None:
     s = cfg.length
     second = ctx.second_signals(f.step)
-    because += [f"agreed: {w}" for w in second]
+    because.extend([f"agreed: {w}" for w in second])
     if f.rule == "cap":
         steps = int(f.evidence.get("steps", 1))
         if second or steps >= 2:
@@ -108,10 +154,10 @@ def _truncation(
     # which way it moves now: its last truncation_window values
     now_low, now_slope, now_high = course.bounds(z, ctx.s.truncation_window)
     if f.rule == "trend":  # a climb above its own trend, below the level rules
-        because.append(ctx.trend_words("truncation_ratio", ctx.truncation))
+        because.trend("truncation_ratio", ctx.truncation)
         learning = _learning(ctx, because)
         rising = ctx.length.way(ctx.t) > 0
-        because.append(ctx.trend_words("response_length", ctx.length))
+        because.trend("response_length", ctx.length)
         if rising and not learning:
             return _decide(_WARNING, "the length climbs with it, the reward does not", because)
         return _decide(_INFO, "a low clip ratio climbing, no second signal", because)
@@ -167,11 +213,11 @@ def _course_words(median: float, n: int, low: float, slope: float, high: float) 
     )
 
 
-def _length(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) -> Severity:
+def _length(f: Finding, ctx: RunContext, cfg: EngineConfig, because: Because) -> Severity:
     trunc = ctx.truncation
-    because.append(ctx.trend_words("truncation_ratio", trunc))
+    because.trend("truncation_ratio", trunc)
     reward = ctx.reward.way(ctx.t)
-    because.append(ctx.trend_words("train_reward", ctx.reward))
+    because.trend("train_reward", ctx.reward)
     t_way = trunc.way(ctx.t)
     # under 10% the clip ratio is a few completions of a batch (TRL's log of 5 steps of 8:
     # 0.025 a completion); its rise there is no length running into the cap yet
@@ -185,7 +231,7 @@ def _length(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) 
     if not trunc.known and ctx.still_learning():
         # a fast growth that the held-out reward (or the train reward, the held-out not
         # falling) pays for, with no clip ratio to say it runs into the cap
-        because.append(ctx.trend_words("heldout_reward", ctx.heldout, "an evaluation"))
+        because.trend("heldout_reward", ctx.heldout, "an evaluation")
         return _decide(_INFO, "the run learns as it grows (no clip ratio logged)", because)
     at_cap = trunc.known and trunc.mean() >= cfg.length.truncation_warning
     if f.severity is _CRITICAL and (at_cap or reward < 0):
@@ -196,21 +242,21 @@ def _length(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) 
     return _decide(_WARNING, "the reward does not pay for it", because)
 
 
-def _shortening(f: Finding, ctx: RunContext, because: list[str]) -> Severity:
+def _shortening(f: Finding, ctx: RunContext, because: Because) -> Severity:
     """Answers that shorten while fewer of them are cut at the cap, the reward not falling,
     are the policy learning to finish (the falling truncation of the table's first row seen
     from the length); a collapse is a shortening the reward pays for with a fall (a verl
     distillation run of the corpus: 1,800 tokens to 1, its score -0.68 to -1.0)."""
     trunc = ctx.truncation
-    because.append(ctx.trend_words("truncation_ratio", trunc))
-    because.append(ctx.trend_words("train_reward", ctx.reward))
+    because.trend("truncation_ratio", trunc)
+    because.trend("train_reward", ctx.reward)
     if trunc.way(ctx.t) < 0 and ctx.reward.way(ctx.t) >= 0:
         why = "fewer completions cut at the cap, the reward not falling: learning to finish"
         return _decide(_INFO, why, because)
     return _decide(f.severity, "the check's own rule", because)
 
 
-def _entropy(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) -> Severity | None:
+def _entropy(f: Finding, ctx: RunContext, cfg: EngineConfig, because: Because) -> Severity | None:
     learning = _learning(ctx, because)
     if f.rule in ("trend", "rate"):
         # a change of pace, not of level: while the run learns it is the course of RLVR
@@ -244,8 +290,8 @@ def _entropy(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str])
     return _decide(f.severity, "its level", because)
 
 
-def _signal(f: Finding, ctx: RunContext, because: list[str]) -> Severity | None:
-    because += [f"agreed: {s}" for s in ctx.second_signals(f.step)]
+def _signal(f: Finding, ctx: RunContext, because: Because) -> Severity | None:
+    because.extend([f"agreed: {s}" for s in ctx.second_signals(f.step)])
     own = f.severity is _CRITICAL or f.rule == "at_once" or ctx.zero_grad_step == f.step
     # a slow drain beside a rising reward is the run solving its prompts; a few steps
     # alike in a row beside a reward that moves from step to step are a small batch's
@@ -276,7 +322,7 @@ def _signal(f: Finding, ctx: RunContext, because: list[str]) -> Severity | None:
     return _decide(f.severity, "the run is not learning", because)
 
 
-def _chaos(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) -> Severity | None:
+def _chaos(f: Finding, ctx: RunContext, cfg: EngineConfig, because: Because) -> Severity | None:
     ev = f.evidence
     recent, ref = float(ev["recent_noise_sd"]), float(ev["reference_noise_sd"])
     at = float(ev.get("recent_level", math.nan))
@@ -310,7 +356,7 @@ def _chaos(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) -
     return _decide(f.severity, "the check's own rule", because)
 
 
-def _spike(f: Finding, ctx: RunContext, because: list[str]) -> Severity | None:
+def _spike(f: Finding, ctx: RunContext, because: Because) -> Severity | None:
     if f.rule != "ceiling":
         return _decide(f.severity, "its own series", because)
     steps = int(f.evidence.get("steps_beyond", 1))
@@ -320,7 +366,7 @@ def _spike(f: Finding, ctx: RunContext, because: list[str]) -> Severity | None:
         # a KL or gradient that harms drags the reward down; beside a reward that does
         # not fall, two logs beyond the ceiling are a transient (TRL's k3 KL explodes on a
         # few tokens of large log-ratio) until a third one
-        because.append(ctx.trend_words("train_reward", ctx.reward))
+        because.trend("train_reward", ctx.reward)
         if ctx.reward.way(ctx.t) >= 0 and f.indicator == "kl":
             why = f"beyond the ceiling for {steps} logged steps, the reward not falling"
             return _decide(_INFO, why, because)
@@ -333,7 +379,7 @@ def _spike(f: Finding, ctx: RunContext, because: list[str]) -> Severity | None:
     return None
 
 
-def _drift(f: Finding, ctx: RunContext, cfg: EngineConfig, because: list[str]) -> Severity | None:
+def _drift(f: Finding, ctx: RunContext, cfg: EngineConfig, because: Because) -> Severity | None:
     ev = f.evidence
     after = float(ev["after"])
     low, high = float(ev.get("range_low", math.inf)), float(ev.get("range_high", -math.inf))
