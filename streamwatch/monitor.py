@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from librt.vecs import append, vec
 from mypy_extensions import mypyc_attr
 
 from streamwatch.checks import DriftColumn
@@ -100,9 +101,10 @@ class Monitor:
         # a dict, not an iterable of pairs: compiled, its items are walked natively
         read = metrics if n <= self._max_metrics else self._too_many(run, step, metrics, origin)
         series = run.series
-        # the generic values, screened together after the loop: two lists (no pair a value)
+        # the generic values, screened together after the loop: a list and a vector of
+        # doubles (no pair a value)
         cols: list[DriftColumn] = []
-        xs: list[float] = []
+        xs = vec[float]()
         grace = run.grace_until
         nonfinite = 0
         values: dict[str, Any] = read  # compiled: each value kept as the event's float object
@@ -119,7 +121,7 @@ class Monitor:
                 col = s.drift
                 if col is not None and step > grace:
                     cols.append(col)
-                    xs.append(value)  # not x: that would box the double anew
+                    xs = append(xs, x)
                 if s.checks or s.special:
                     run.check(s, step, x)
                 continue

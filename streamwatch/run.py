@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from librt.vecs import vec
 from mypy_extensions import mypyc_attr
 
 from streamwatch.checks import (
@@ -542,7 +543,7 @@ class RunState:
         that see health count towards resolving them)."""
         col = s.drift
         if col is not None and step > self.grace_until:
-            self._report(_DRIFT_KINDS, s.name, step, screen(step, [col], [x]))
+            self._report(_DRIFT_KINDS, s.name, step, screen(step, [col], vec[float]([x])))
         self.check(s, step, x)
 
     def check(self, s: Series, step: int, x: float) -> None:
@@ -562,7 +563,7 @@ class RunState:
             self._close_special(s, step, x)
 
     def screened(
-        self, step: int, cols: list[DriftColumn], xs: list[float], metrics: Mapping[str, float]
+        self, step: int, cols: list[DriftColumn], xs: vec[float], metrics: Mapping[str, float]
     ) -> None:
         """One step's generic values of a run, screened together (a drift of a metric that is
         a copy of another of the event's is no finding); with drift incidents open, the

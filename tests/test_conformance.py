@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
+from librt.vecs import vec
 
 from streamwatch.checks import (
     Check,
@@ -50,7 +51,7 @@ class Screened:
         self.column = DriftColumn(metric, metric, _E.drift)
 
     def update(self, step: int, x: float) -> list[Finding]:
-        return screen(step, [self.column], [x])
+        return screen(step, [self.column], vec[float]([x]))
 
 
 def _noisy(n: int, level: float, sd: float, seed: int) -> list[float]:

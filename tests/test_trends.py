@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 
 import pytest
+from librt.vecs import vec
 
 from streamwatch.checks import DriftColumn, EntropyCheck, SpikeCheck, StragglerCheck, screen
 from streamwatch.checks.drift import drop_copies
@@ -173,7 +174,7 @@ def test_sources_followed_are_bounded() -> None:
 
 
 def _screened(columns: list[DriftColumn], rows: list[list[float]]) -> list[Finding]:
-    return [f for t, row in enumerate(rows) for f in screen(t, columns, row)]
+    return [f for t, row in enumerate(rows) for f in screen(t, columns, vec[float](row))]
 
 
 def test_a_slide_smaller_than_20_percent_is_a_drift_when_it_is_many_noise_sds() -> None:

@@ -17,10 +17,11 @@ step after step: GRPO's ``critic/advantages/mean`` and ``critic/returns/mean``) 
 first by name is reported. A generic change is reported at the configured severity (info
 by default).
 
+>>> from librt.vecs import vec
 >>> from streamwatch.config import DriftSettings
 >>> col = DriftColumn("perf/mfu", "perf/mfu", DriftSettings(clock=1))
->>> found = [f for i in range(40) for f in screen(i, [col], [1.0 + 0.01 * (i % 3)])]
->>> found = [f for step in range(40, 60) for f in screen(step, [col], [3.0])]
+>>> found = [f for i in range(40) for f in screen(i, [col], vec[float]([1.0 + 0.01 * (i % 3)]))]
+>>> found = [f for step in range(40, 60) for f in screen(step, [col], vec[float]([3.0]))]
 >>> [(f.kind.value, f.step) for f in found]
 [('metric_drift', 46)]
 """
@@ -31,6 +32,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final
 
+from librt.vecs import vec
 from mypy_extensions import mypyc_attr
 from river._river_rust.drift import AdaptiveWindowing
 
@@ -124,10 +126,6 @@ class DriftColumn:
         """Its last values, oldest first."""
         return self.history.lane()
 
-    def last(self, n: int) -> list[float]:
-        """Its last ``n`` values (no more than it holds), oldest first."""
-        return self.history.last(n)
-
     def changed(self) -> None:
         """ADWIN found a change: a fresh window (as river's ADWIN starts one on its next
         update); the values before the last ``_SKIP`` (where the change is) become the
@@ -147,7 +145,7 @@ class DriftColumn:
         ref = self.reference
         assert ref is not None
         # the median of the last values: one slow step (a checkpoint save) is not a shift
-        recent = sorted(self.last(_RECENT))[_RECENT // 2]
+        recent = self.history.ascending(last=_RECENT)[_RECENT // 2]
         # steps from the reference's newer half to the recent values' centre
         ahead = ref.ahead + _SKIP + (_CONFIRM - 1 - self.armed) - (_RECENT - 1) / 2
         expected = ref.expected(recent, ahead)
@@ -250,24 +248,21 @@ class Reference:
         return recent if (recent - heading) * (recent - self.newer) < 0.0 else heading
 
 
-def screen(step: int, columns: list[DriftColumn], xs: list[Any]) -> list[Finding]:
-    """One step's finite values of a run's generic metrics (``xs[i]`` of ``columns[i]``, a
-    float); what drifted.
+def screen(step: int, columns: list[DriftColumn], xs: vec[float]) -> list[Finding]:
+    """One step's finite values of a run's generic metrics (``xs[i]`` of ``columns[i]``);
+    what drifted.
 
-    The loop every generic value goes through: keep it short. (``xs`` is not typed as floats:
-    compiled, its values are then taken as the objects they are, which a warm-up keeps,
-    instead of doubles that it would box anew.)
+    The loop every generic value goes through: keep it short.
     """
     found: list[Finding] = []
     cols: list[DriftColumn] = []
     for i in range(len(columns)):
         col = columns[i]
-        value = xs[i]
-        x: float = value
+        x = xs[i]
         col.history.put(x)
         warm = col.warm
         if warm is not None:
-            warm.append(value)
+            warm.append(x)
             if len(warm) == col.settings.warmup:
                 col.end_warmup()
             continue

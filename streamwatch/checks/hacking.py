@@ -49,7 +49,7 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.config import HackingSettings
 from streamwatch.detectors import Window
-from streamwatch.detectors.window import DoubleRing, ascending, robust_sd_sorted, sorted_median
+from streamwatch.detectors.window import DoubleRing, robust_sd_sorted, sorted_median
 from streamwatch.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
@@ -277,7 +277,7 @@ class Bends:
 
     def noise(self) -> float:
         values = self._ring.lane()
-        ordered = ascending(values)
+        ordered = self._ring.ascending()
         limit = 4.0 * robust_sd_sorted(ordered, sorted_median(ordered))
         n = len(values)
         total = 0.0

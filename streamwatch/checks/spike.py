@@ -144,8 +144,7 @@ class SpikeCheck(Check):
 
     def _range_high(self) -> float:
         """The highest smoothed value before the last ``range_recent`` (more are kept)."""
-        past = self._range.lane()
-        return max(past[: len(past) - self._range_recent])
+        return self._range.highest(but=self._range_recent)
 
     def _beyond(self, step: int, x: float, ceiling: float) -> Finding:
         """A value no healthy run reaches, whatever came before (no warm-up); one such step
@@ -178,7 +177,7 @@ class SpikeCheck(Check):
         last.put(x)
         if not last.full:
             return None
-        mid = sorted(last.lane())[2]
+        mid = last.ascending()[2]
         smooth = self._smooth
         self._smooth = smooth = mid if smooth != smooth else smooth + 0.3 * (mid - smooth)
         self._range.put(smooth)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copyreg
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from typing import Final
 
 from librt.vecs import append, vec
 from mypy_extensions import i64, mypyc_attr
@@ -57,13 +58,7 @@ class Window:
                 ordered[j] = x
             return
         values.put(x)
-        n: i64 = len(ordered)
-        j = _after(ordered, x)
-        ordered = append(ordered, x)
-        for k in range(n, j, -1):
-            ordered[k] = ordered[k - 1]
-        ordered[j] = x
-        self.ordered = ordered
+        self.ordered = insert(ordered, x)
 
     @property
     def full(self) -> bool:
@@ -100,8 +95,8 @@ class DoubleRing:
     >>> r = DoubleRing(3)
     >>> for x in [1.0, 2.0, 3.0, 4.0]:
     ...     r.put(x)
-    >>> r.lane(), len(r), r.full, r.oldest(), r.newest(), r.mean(), r.last(2), r.last(5)
-    ([2.0, 3.0, 4.0], 3, True, 2.0, 4.0, 3.0, [3.0, 4.0], [2.0, 3.0, 4.0])
+    >>> r.lane(), len(r), r.full, r.oldest(), r.newest(), r.mean()
+    ([2.0, 3.0, 4.0], 3, True, 2.0, 4.0, 3.0)
     >>> import pickle
     >>> pickle.loads(pickle.dumps(r)).lane()
     [2.0, 3.0, 4.0]
@@ -160,14 +155,42 @@ class DoubleRing:
             total += ring[i]
         return total / float(n) if n else math.nan
 
-    def last(self, n: int) -> list[float]:
-        """The newest ``n`` values of lane 0 (no more than it holds), oldest first."""
+    def ascending(self, last: int = 0) -> vec[float]:
+        """The values of lane 0 (its newest ``last``, when given) in ascending order, sorted
+        as doubles (:func:`insert`: a ring holds a few dozen values at most).
+
+        >>> r = DoubleRing(4)
+        >>> for x in [5.0, 1.0, 4.0, 2.0, 3.0]:
+        ...     r.put(x)
+        >>> list(r.ascending()), list(r.ascending(last=2))
+        ([1.0, 2.0, 3.0, 4.0], [2.0, 3.0])
+        """
         ring, size, have = self.ring, self.size, self.n
         end = self.head if have == size else have  # one past the newest
-        values: list[float] = []
-        for i in range(end - min(n, have), end):
-            values.append(ring[i if i >= 0 else i + size])
-        return values
+        k = have if last <= 0 else min(last, have)
+        out = vec[float]()
+        for i in range(end - k, end):
+            out = insert(out, ring[i if i >= 0 else i + size])
+        return out
+
+    def highest(self, but: int = 0) -> float:
+        """The highest value of lane 0 but its newest ``but`` (-inf if there is none).
+
+        >>> r = DoubleRing(4)
+        >>> for x in [5.0, 1.0, 4.0, 2.0, 3.0]:
+        ...     r.put(x)
+        >>> r.highest(), r.highest(but=3), r.highest(but=4)
+        (4.0, 1.0, -inf)
+        """
+        ring, size, have = self.ring, self.size, self.n
+        oldest = self.head if have == size else 0
+        top = -math.inf
+        for k in range(have - but):
+            i = oldest + k
+            x = ring[i if i < size else i - size]
+            if x > top:
+                top = x
+        return top
 
     def lane(self, k: int = 0) -> list[float]:
         """The values of lane ``k``, oldest first."""
@@ -210,6 +233,10 @@ class Recent(DoubleRing):
         return self.lane(1)
 
 
+#: more values than this are sorted by ``sorted`` (insertion shifts a quadratic number)
+_FEW: Final = 64
+
+
 def _floats(items: list[float]) -> vec[float]:
     return vec[float](items)
 
@@ -232,13 +259,35 @@ copyreg.pickle(type(_floats([])), _reduce_floats)
 copyreg.pickle(type(_ints([])), _reduce_ints)
 
 
-def ascending(values: Iterable[float]) -> vec[float]:
+def ascending(values: list[float]) -> vec[float]:
     """The values in ascending order, as the functions below take them.
 
-    >>> list(ascending([3.0, 1.0, 2.0]))
-    [1.0, 2.0, 3.0]
+    >>> list(ascending([3.0, 1.0, 2.0])), list(ascending([float(i % 7) for i in range(99)]))[-3:]
+    ([1.0, 2.0, 3.0], [6.0, 6.0, 6.0])
     """
-    return vec[float](sorted(values))
+    if len(values) > _FEW:
+        return vec[float](sorted(values))
+    ordered = vec[float]()
+    for x in values:
+        ordered = insert(ordered, x)
+    return ordered
+
+
+def insert(ordered: vec[float], x: float) -> vec[float]:
+    """``ordered`` (ascending) with ``x`` in its place, after its equals: the values above it
+    shifted up one. Compiled, the few dozen values of a window or a reference are sorted so
+    as doubles, without a float object or a comparison of objects.
+
+    >>> list(insert(ascending([1.0, 2.0, 4.0]), 3.0))
+    [1.0, 2.0, 3.0, 4.0]
+    """
+    ordered = append(ordered, x)
+    j: i64 = len(ordered) - 1
+    while j > 0 and ordered[j - 1] > x:
+        ordered[j] = ordered[j - 1]
+        j -= 1
+    ordered[j] = x
+    return ordered
 
 
 def sorted_median(ordered: vec[float]) -> float:
