@@ -104,7 +104,7 @@ class Monitor:
         # the generic values, screened together after the loop: a list and a vector of
         # doubles (no pair a value)
         cols: list[DriftColumn] = []
-        xs = vec[float]()
+        xs = vec[float](capacity=n)
         grace = run.grace_until
         nonfinite = 0
         values: dict[str, Any] = read  # compiled: each value kept as the event's float object

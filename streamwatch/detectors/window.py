@@ -168,7 +168,7 @@ class DoubleRing:
         ring, size, have = self.ring, self.size, self.n
         end = self.head if have == size else have  # one past the newest
         k = have if last <= 0 else min(last, have)
-        out = vec[float]()
+        out = vec[float](capacity=k)
         for i in range(end - k, end):
             out = insert(out, ring[i if i >= 0 else i + size])
         return out
@@ -267,7 +267,7 @@ def ascending(values: list[float]) -> vec[float]:
     """
     if len(values) > _FEW:
         return vec[float](sorted(values))
-    ordered = vec[float]()
+    ordered = vec[float](capacity=len(values))
     for x in values:
         ordered = insert(ordered, x)
     return ordered
