@@ -13,8 +13,13 @@
    Monitor in process, without Kafka, as a replay does (``decode_message`` and
    ``Monitor.process``).
    Scaling out: the same topic read again by two Service processes in one group (the
-   partitions, and so the runs, shared between them), timed once every member reads (the
-   rebalance as the second joins is a one-off pause, not the group's rate).
+   partitions, and so the runs, shared between them). The first member to join reads alone
+   until it hears of the second's join (a 1 s session: within 250 ms) and the group
+   rebalances, a one-off pause; the group is timed while every member reads, once a quarter
+   of the topic is read, until the first runs out of its partitions (the runs are not spread
+   evenly), and compared with one service's rate once a quarter is read. The cores the
+   members and the rest of the machine (the broker) used meanwhile are printed, with what the
+   cores left to the members allow.
 2. Latency: a separate producer process sends ``--rate`` events/s for ``--seconds`` to a fresh
    topic, each stamped with its send time as ``ts``; every 25th step of each run carries a
    NaN loss, so non-finite incidents fire (and resolve) all along. An incident carries the
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -138,9 +144,12 @@ def raw_consume(kwargs: dict[str, Any], topic: str, events: int) -> float:
     return (seen - 1) / (last - first)
 
 
-def service_settings(bootstrap: str, topic: str, tag: str) -> ServiceSettings:
+def service_settings(
+    bootstrap: str, topic: str, tag: str, session_ms: int = 10_000
+) -> ServiceSettings:
     """Each measured group has a state topic of its own: a process taking over partitions
-    reads its group's checkpoints, which the earlier groups' would only bury."""
+    reads its group's checkpoints, which the earlier groups' would only bury. A member hears
+    within a heartbeat (a quarter of ``session_ms``) that another joined."""
     return ServiceSettings(
         connection=KafkaConnection(bootstrap_servers=bootstrap, client_id="bench"),
         topic=topic,
@@ -150,11 +159,24 @@ def service_settings(bootstrap: str, topic: str, tag: str) -> ServiceSettings:
         state_topic=f"{topic}.state.{tag}",
         partitions=PARTITIONS,
         console=False,
+        session_timeout_ms=session_ms,
     )
 
 
-def service_consume(bootstrap: str, topic: str, events: int, tag: str) -> tuple[float, float]:
-    """Events and values per second of the Service over the whole topic."""
+def busy_seconds() -> float:
+    """CPU time the whole machine has spent busy since boot, all processes (/proc/stat)."""
+    with open("/proc/stat") as f:
+        ticks = [int(t) for t in f.readline().split()[1:9]]
+    idle = ticks[3] + ticks[4]  # idle and waiting for I/O
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def service_consume(
+    bootstrap: str, topic: str, events: int, tag: str
+) -> tuple[float, float, float, float]:
+    """Events and values per second of the Service over the whole topic; its events per
+    second once a quarter is read (every run under way: what a group's members are timed
+    on), and the cores its process used then."""
     service = Service(service_settings(bootstrap, topic, tag), Config())
     stop = threading.Event()
     thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
@@ -163,23 +185,35 @@ def service_consume(bootstrap: str, topic: str, events: int, tag: str) -> tuple[
     while counts.events == 0:
         time.sleep(0.005)
     first, first_events, first_values = time.perf_counter(), counts.events, counts.values
+    while counts.events < events // 4:
+        time.sleep(0.005)
+    steady, steady_events, cpu = time.perf_counter(), counts.events, time.process_time()
     while counts.events < events:
         time.sleep(0.005)
-    elapsed = time.perf_counter() - first
+    end = time.perf_counter()
+    cores = (time.process_time() - cpu) / (end - steady)
     stop.set()
     thread.join()
-    done = counts.events - first_events
-    return done / elapsed, (counts.values - first_values) / elapsed
+    elapsed = end - first
+    return (
+        (counts.events - first_events) / elapsed,
+        (counts.values - first_values) / elapsed,
+        (counts.events - steady_events) / (end - steady),
+        cores,
+    )
 
 
 def _group_member(
-    bootstrap: str, topic: str, tag: str, done: Any, ready: Any, go: Any, stop: Any
+    bootstrap: str, topic: str, tag: str, done: Any, cpu: Any, ready: Any, go: Any, stop: Any
 ) -> None:
-    """Runs in its own process: one Service of the group, its event count shared."""
+    """Runs in its own process: one Service of the group, its event count and CPU time
+    shared."""
     import logging
 
     logging.basicConfig(level=logging.ERROR)
-    service = Service(service_settings(bootstrap, topic, tag), Config())
+    # the shortest session the broker allows: the first member to join, which reads alone
+    # until the others' joins are heard, hears of them within 250 ms
+    service = Service(service_settings(bootstrap, topic, tag, session_ms=1000), Config())
     ready.release()
     go.wait()  # all members join together: one assignment, no rebalance mid-measurement
     halt = threading.Event()
@@ -187,42 +221,79 @@ def _group_member(
     thread.start()
     while not stop.is_set():
         done.value = service.counts.events
+        cpu.value = time.process_time()
         time.sleep(0.005)
     halt.set()
     thread.join()
 
 
-def group_consume(bootstrap: str, topic: str, events: int, tag: str, members: int) -> float:
-    """Events per second of ``members`` Service processes sharing the topic in one group."""
+def group_consume(
+    bootstrap: str, topic: str, events: int, tag: str, members: int
+) -> tuple[float, float, float, float]:
+    """Events per second of ``members`` Service processes sharing the topic in one group;
+    the cores the members used meanwhile, and those the rest of the machine did (the broker,
+    mostly)."""
     context = multiprocessing.get_context("spawn")
     stop, go, ready = context.Event(), context.Event(), context.Semaphore(0)
     counts = [context.Value("q", 0) for _ in range(members)]
+    cpus = [context.Value("d", 0.0) for _ in range(members)]
     procs = [
         context.Process(
-            target=_group_member, args=(bootstrap, topic, tag, c, ready, go, stop), daemon=True
+            target=_group_member,
+            args=(bootstrap, topic, tag, c, cpu, ready, go, stop),
+            daemon=True,
         )
-        for c in counts
+        for c, cpu in zip(counts, cpus, strict=True)
     ]
     for proc in procs:
         proc.start()
     for _ in procs:
         ready.acquire()
     go.set()
-    started = time.perf_counter()
-    # timed from the moment every member has its partitions and reads (a member that joins
-    # a moment later makes the group rebalance: a one-off pause, not the group's rate)
-    while min(c.value for c in counts) == 0 and sum(c.value for c in counts) < events:
+    # sampled every 5 ms; the group's rate is taken over the time every member reads, once a
+    # quarter of the topic is read (as one service's steady rate): from the moment each has
+    # read (the first to join reads alone until the second's join makes the group
+    # rebalance: a one-off pause, not the group's rate) to the moment the first of them
+    # stops (its partitions read: the runs are not spread evenly over them)
+    samples: list[tuple[float, list[int], float, float]] = []
+    deadline = time.perf_counter() + 300
+    while time.perf_counter() < deadline:
+        now = [c.value for c in counts]
+        samples.append((time.perf_counter(), now, busy_seconds(), sum(c.value for c in cpus)))
+        if sum(now) >= events:
+            break
         time.sleep(0.005)
-    first, first_events = time.perf_counter(), sum(c.value for c in counts)
-    if first_events >= events:  # one member read it all before another had a partition
-        first, first_events = started, 0
-    while sum(c.value for c in counts) < events:
-        time.sleep(0.005)
-    elapsed = time.perf_counter() - first
     stop.set()
     for proc in procs:
         proc.join(60)
-    return float(events - first_events) / elapsed
+    return _window(samples, events)
+
+
+def _window(
+    samples: list[tuple[float, list[int], float, float]], events: int
+) -> tuple[float, float, float, float]:
+    """The group's events/s while every member read, the cores its members used meanwhile,
+    those the rest of the machine did, and for how many seconds (NaN if they never read
+    together)."""
+    start = next(
+        (i for i, (_, n, _, _) in enumerate(samples) if min(n) > 0 and sum(n) >= events // 4),
+        None,
+    )
+    if start is None:
+        return math.nan, math.nan, math.nan, 0.0
+    members = len(samples[0][1])
+    # each member's last sample with a new count: the first of those ends the window
+    last = [max(i for i, s in enumerate(samples) if i == 0 or s[1][m] > samples[i - 1][1][m])
+            for m in range(members)]  # fmt: skip
+    end = min(last)
+    if end <= start:
+        return math.nan, math.nan, math.nan, 0.0
+    t0, n0, busy0, cpu0 = samples[start]
+    t1, n1, busy1, cpu1 = samples[end]
+    elapsed = t1 - t0
+    used = cpu1 - cpu0
+    rate = (sum(n1) - sum(n0)) / elapsed
+    return rate, used / elapsed, (busy1 - busy0 - used) / elapsed, elapsed
 
 
 def steady_producer(bootstrap: str, topic: str, rate: int, seconds: float, runs: int) -> None:
@@ -329,28 +400,44 @@ def main() -> int:
         raws.append(raw_consume(kwargs, topic, args.events))
         services.append(service_consume(args.bootstrap_servers, topic, args.events, f"{tag}-{i}"))
     raw = statistics.median(raws)
-    events_s = statistics.median(e for e, _ in services)
-    values_s = statistics.median(v for _, v in services)
+    events_s = statistics.median(e for e, _, _, _ in services)
+    values_s = statistics.median(v for _, v, _, _ in services)
+    steady_s = statistics.median(e for _, _, e, _ in services)
+    one_cores = statistics.median(c for _, _, _, c in services)
     members = 2
-    group_s = group_consume(args.bootstrap_servers, topic, args.events, f"{tag}-g", members)
+    group_s, group_cores, rest_cores, window = group_consume(
+        args.bootstrap_servers, topic, args.events, f"{tag}-g", members
+    )
     decode, replay = in_process(values)
     each = ", ".join(f"{r:,.0f}" for r in raws)
     print(f"raw kafka-python consumer (no decoding): {raw:>9,.0f} messages/s (median of {each})")
-    each = ", ".join(f"{e:,.0f}" for e, _ in services)
+    each = ", ".join(f"{e:,.0f}" for e, _, _, _ in services)
     print(
         f"service, end to end:                     {events_s:>9,.0f} events/s "
         f"({values_s:,.0f} values/s; median of {each})"
     )
+    each = ", ".join(f"{e:,.0f}" for _, _, e, _ in services)
+    print(
+        f"  the same, once a quarter is read:       {steady_s:>9,.0f} events/s (median of {each})"
+    )
     print(
         f"{f'{members} service processes, one group:':<41}{group_s:>9,.0f} events/s "
-        f"({group_s / raw:.0%} of the raw consumer; {os.cpu_count()} cpus, the broker's too)"
+        f"(over the {window:.1f} s all read; {os.cpu_count()} cpus, the broker's too)"
+    )
+    # what the cores allow: one service's process used ``one_cores`` at its rate; the group's
+    # members can have what the rest of the machine (the broker serving them) leaves
+    room = (os.cpu_count() or 1) - rest_cores
+    print(
+        f"  cores while the group read: its members {group_cores:.2f}, the rest of the "
+        f"machine (the broker) {rest_cores:.2f}; one service alone used {one_cores:.2f}: "
+        f"the cores left allow at most {room / one_cores:.2f}x one"
     )
     print(f"in process, no Kafka: decoding alone     {decode:>9,.0f} events/s")
     print(f"in process, no Kafka: decoding + engine  {replay:>9,.0f} events/s")
     ratio = events_s / raw
     print(f"service / raw consumer: {ratio:.0%} (target >= 45%: "
           f"{'met' if ratio >= 0.45 else 'NOT met'})")  # fmt: skip
-    scale = group_s / events_s
+    scale = group_s / steady_s
     print(f"{members} processes / one: {scale:.2f}x (target >= 1.6x: "
           f"{'met' if scale >= 1.6 else 'NOT met'})")  # fmt: skip
 
