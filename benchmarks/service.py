@@ -1,7 +1,7 @@
 """End-to-end figures of the live service on a real broker.
 
     python benchmarks/service.py [--bootstrap-servers 127.0.0.1:19092] [--events 50000]
-        [--metrics 20] [--rate 1000] [--seconds 20] [--repeat 5]
+        [--group-events 200000] [--metrics 20] [--rate 1000] [--seconds 20] [--repeat 5]
 
 1. Throughput: a topic (4 partitions) is filled with ``--events`` events of ``--metrics``
    metrics each (50 runs, named like verl's plus generic ones). The same topic is read by a
@@ -12,10 +12,10 @@
    run to the next). For scale, the same messages are also decoded and run through a
    Monitor in process, without Kafka, as a replay does (``decode_message`` and
    ``Monitor.process``).
-   Scaling out: the same topic read again by two Service processes in one group (the
-   partitions, and so the runs, shared between them). The first member to join reads alone
-   until it hears of the second's join (a 1 s session: within 250 ms) and the group
-   rebalances, a one-off pause; the group is timed while every member reads, once a quarter
+   Scaling out: a topic of ``--group-events`` events read by two Service processes in one
+   group (the partitions, and so the runs, shared between them). The first member to join
+   reads alone until it hears of the second's join (a 1 s session: within 250 ms) and the
+   group rebalances, a one-off pause; the group is timed while every member reads, once a quarter
    of the topic is read, until the first runs out of its partitions (the runs are not spread
    evenly), and compared with one service's rate once a quarter is read. The cores the
    members and the rest of the machine (the broker) used meanwhile are printed, with what the
@@ -374,6 +374,7 @@ def main() -> int:
     )
     p.add_argument("--events", type=int, default=50_000)
     p.add_argument("--metrics", type=int, default=20)
+    p.add_argument("--group-events", type=int, default=200_000, help="the group's topic")
     p.add_argument("--rate", type=int, default=1000, help="events/s in the latency test")
     p.add_argument("--seconds", type=float, default=20.0, help="length of the latency test")
     p.add_argument("--repeat", type=int, default=5, help="raw and service runs, alternating")
@@ -405,8 +406,13 @@ def main() -> int:
     steady_s = statistics.median(e for _, _, e, _ in services)
     one_cores = statistics.median(c for _, _, _, c in services)
     members = 2
+    # a topic of its own, long enough that the members read together for seconds after the
+    # first of them has read a quarter alone
+    group_topic = f"bench-group-{tag}"
+    ensure_topics(kwargs, {group_topic: TopicSpec(PARTITIONS)})
+    fill(kwargs, group_topic, args.group_events, args.metrics)
     group_s, group_cores, rest_cores, window = group_consume(
-        args.bootstrap_servers, topic, args.events, f"{tag}-g", members
+        args.bootstrap_servers, group_topic, args.group_events, f"{tag}-g", members
     )
     decode, replay = in_process(values)
     each = ", ".join(f"{r:,.0f}" for r in raws)
@@ -422,7 +428,8 @@ def main() -> int:
     )
     print(
         f"{f'{members} service processes, one group:':<41}{group_s:>9,.0f} events/s "
-        f"(over the {window:.1f} s all read; {os.cpu_count()} cpus, the broker's too)"
+        f"(a topic of {args.group_events:,}, over the {window:.1f} s all read; "
+        f"{os.cpu_count()} cpus, the broker's too)"
     )
     # what the cores allow: one service's process used ``one_cores`` at its rate; the group's
     # members can have what the rest of the machine (the broker serving them) leaves
@@ -444,7 +451,7 @@ def main() -> int:
     lat = latency(args.bootstrap_servers, args.rate, args.seconds, tag)
     if not lat:
         print("latency: no incidents measured")
-        delete_topics(kwargs, [topic, f"bench-latency-{tag}"])
+        delete_topics(kwargs, [topic, group_topic, f"bench-latency-{tag}"])
         return 1
     p50, p99 = percentile(lat, 0.5), percentile(lat, 0.99)
     print(
@@ -453,7 +460,7 @@ def main() -> int:
         f"mean {statistics.mean(lat) * 1000:.0f} ms"
     )
     print(f"target p99 < 100 ms: {'met' if p99 < 0.1 else 'NOT met'}")
-    delete_topics(kwargs, [topic, f"bench-latency-{tag}"])
+    delete_topics(kwargs, [topic, group_topic, f"bench-latency-{tag}"])
     return 0
 
 
