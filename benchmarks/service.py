@@ -406,8 +406,8 @@ def main() -> int:
     steady_s = statistics.median(e for _, _, e, _ in services)
     one_cores = statistics.median(c for _, _, _, c in services)
     members = 2
-    # a topic of its own, long enough that the members read together for seconds after the
-    # first of them has read a quarter alone
+    # a topic of its own, long enough that the members read together for seconds once a
+    # quarter of it is read (the first to join reads alone until it hears of the other)
     group_topic = f"bench-group-{tag}"
     ensure_topics(kwargs, {group_topic: TopicSpec(PARTITIONS)})
     fill(kwargs, group_topic, args.group_events, args.metrics)

@@ -21,7 +21,6 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
 
 from librt.vecs import append, vec
 from mypy_extensions import mypyc_attr
@@ -107,9 +106,8 @@ class Monitor:
         xs = vec[float](capacity=n)
         grace = run.grace_until
         nonfinite = 0
-        values: dict[str, Any] = read  # compiled: each value kept as the event's float object
-        for name, value in values.items():
-            x: float = value
+        values: dict[str, float] = read
+        for name, x in values.items():
             s = series.get(name)
             if s is None:
                 s = self._new_series(run, name, metrics, step, origin)
