@@ -4,8 +4,9 @@ not swing with the machine's load, for comparing two builds or two commits side 
     python benchmarks/instructions.py [--tree DIR ...] [--passes 2 | --steady F]
 
 Inputs: the RL-check series of 8 simulated runs (4,000 events, as ``throughput.py`` builds
-them); a real verl console log of the corpus (160 events); 20,000 events as
-``service.py`` fills its topic (20 metrics, 50 runs). The events are read first, then run
+them); the six real verl runs to 300 steps (``throughput.py``'s ``real``, one copy); a real
+verl console log of the corpus (160 events); 20,000 events as ``service.py`` fills its topic
+(20 metrics, 50 runs). The events are read first, then run
 through a fresh Monitor ``--passes`` times. On a compiled build only ``Monitor.process`` is
 counted (callgrind's ``--toggle-collect`` on its C function); on the pure build, the count of
 ``passes + 1`` runs less that of one run, per pass (start-up differences of a few million
@@ -29,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from service import RUNS, event, metric_names
-from throughput import build_rl
+from throughput import build_real, build_rl
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL_LOG = ROOT / "tests/data/real/runs/verl-opd-aime-qwen2-3b-do7bl4gg/output.log"
@@ -125,9 +126,11 @@ def main() -> int:
         loop = Path(tmp) / "loop.py"
         loop.write_text(LOOP if args.steady is None else UPTO)
         rl, service = Path(tmp) / "rl.jsonl", Path(tmp) / "service.jsonl"
+        real = Path(tmp) / "real.jsonl"
         build_rl(rl, 500, 8)
+        build_real(real, 300, 1)
         build_service(service)
-        inputs = {"rl": rl, "verl log": REAL_LOG, "service": service}
+        inputs = {"rl": rl, "real": real, "verl log": REAL_LOG, "service": service}
         if args.steady is None:
             print(f"# instructions per pass of Monitor.process ({args.passes} passes)")
         else:

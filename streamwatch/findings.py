@@ -16,6 +16,7 @@ compiled with it (the incident model itself is pydantic's, and stays interpreted
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,10 @@ class Finding:
     metric: str
     severity: Severity
     step: int
-    message: str
+    #: what it saw in words (:attr:`message`), or a function that writes them when asked: a
+    #: finding that repeats a firing incident is read by nobody, and formatting its figures
+    #: costs more than the check
+    words: str | Callable[[], str]
     evidence: dict[str, Any]
     onset_step: int | None
     #: which of the check's rules raised it ("level", "trend", "ceiling", ...): what its
@@ -52,7 +56,7 @@ class Finding:
         metric: str,
         severity: Severity,
         step: int,
-        message: str,
+        message: str | Callable[[], str],
         evidence: dict[str, Any],
         onset_step: int | None = None,
         rule: str = "",
@@ -62,10 +66,17 @@ class Finding:
         self.metric = metric
         self.severity = severity
         self.step = step
-        self.message = message
+        self.words = message
         self.evidence = evidence
         self.onset_step = onset_step
         self.rule = rule
+
+    @property
+    def message(self) -> str:
+        words = self.words
+        if not isinstance(words, str):
+            self.words = words = words()
+        return words
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

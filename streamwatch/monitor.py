@@ -100,6 +100,13 @@ class Monitor:
         # a dict, not an iterable of pairs: compiled, its items are walked natively
         read = metrics if n <= self._max_metrics else self._too_many(run, step, metrics, origin)
         series = run.series
+        # the series in the order of an earlier event of the run: while this event has the
+        # same metrics in the same order (with others among them or not, as an evaluation
+        # step has) each is found by its place; others are looked up by name
+        layout = run.layout
+        known = len(layout)
+        j = 0  # the place in the layout of the next metric expected
+        others = 0
         # the generic values, screened together after the loop: a list and a vector of
         # doubles (no pair a value)
         cols: list[DriftColumn] = []
@@ -108,11 +115,19 @@ class Monitor:
         nonfinite = 0
         values: dict[str, float] = read
         for name, x in values.items():
-            s = series.get(name)
-            if s is None:
-                s = self._new_series(run, name, metrics, step, origin)
-                if s is None:
-                    continue
+            if j < known and layout[j].metric == name:
+                s = layout[j]
+                j += 1
+            else:
+                others += 1
+                found = series.get(name)
+                if found is None:
+                    # new series may replace some of the layout's: looked up from here on
+                    known = 0
+                    found = self._new_series(run, name, metrics, step, origin)
+                    if found is None:
+                        continue
+                s = found
             if src == s.solo and step > s.judged and x - x == 0.0:
                 # the hot path: one source, a finite value of a new step
                 s.judged = step
@@ -126,6 +141,8 @@ class Monitor:
             if x - x != 0.0:  # nan or inf
                 nonfinite += 1
             run.value(s, src, step, x, origin)
+        if j < known or others > j:  # not the order the layout keeps: this event's
+            run.layout = [series[m] for m in values if m in series]
         if cols:
             run.screened(step, cols, xs, metrics)
         if run.claims:

@@ -304,6 +304,10 @@ class RunState:
     open_incidents: dict[str, Any] = field(init=False)
     firing: set[tuple[str, str]] = field(init=False)  # the book's firing (kind, indicator)s
     series: dict[str, Series] = field(default_factory=dict)
+    #: the series of the run's last event, in the event's order: the next event of the same
+    #: metrics in the same order (nearly every one) finds them without a look-up; emptied
+    #: whenever a series is made (and so whenever one is replaced)
+    layout: list[Series] = field(default_factory=list)
     bound: dict[Indicator, str] = field(default_factory=dict)
     bound_rank: dict[Indicator, int] = field(default_factory=dict)  # the rank of each bound
     claims: dict[str, Claim] = field(default_factory=dict)  # outranked, may take over
@@ -351,6 +355,7 @@ class RunState:
         """The series of a new metric. An indicator is fed by the best-ranked metric of the
         run (:meth:`IndicatorMap.lookup`); a metric that ranks after the one bound gets generic
         checks, and one that ranks before takes the indicator over from it."""
+        self.layout = []
         if indicator is not None:
             owner = self.bound.get(indicator)
             if owner is not None and owner != metric and rank < self.bound_rank[indicator]:

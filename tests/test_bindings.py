@@ -54,6 +54,29 @@ def test_a_better_ranked_metric_arriving_later_takes_the_indicator_over() -> Non
     assert run.series["eval_reward"].indicator is Indicator.HELDOUT_REWARD
 
 
+def test_a_metric_that_loses_its_indicator_mid_event_feeds_its_new_series() -> None:
+    # two events of the same metrics: the second finds their series by their places; a third
+    # brings, before them, the better-ranked metric that takes the indicator over
+    monitor = Monitor()
+    for step in (1, 2):
+        monitor.process(
+            Event(run_id="r", step=step, metrics={"loss": 1.0, "eval_rewards/acc/mean": 0.4})
+        )
+    monitor.process(
+        Event(
+            run_id="r",
+            step=3,
+            metrics={"eval_reward": 0.5, "loss": 1.0, "eval_rewards/acc/mean": 0.4},
+        )
+    )
+    series = monitor.runs["r"].series
+    assert bound(monitor, "r")["heldout_reward"] == "eval_reward"
+    assert series["eval_rewards/acc/mean"].indicator is None
+    assert series["eval_rewards/acc/mean"].judged == 3  # the value of step 3 reached it
+    monitor.process(Event(run_id="r", step=4, metrics={"loss": 1.0, "eval_rewards/acc/mean": 0.4}))
+    assert [series[m].judged for m in ("loss", "eval_rewards/acc/mean", "eval_reward")] == [4, 4, 3]
+
+
 def test_a_worse_ranked_metric_arriving_later_stays_generic() -> None:
     monitor = Monitor()
     monitor.process(Event(run_id="r", step=1, metrics={"eval_reward": 0.5}))

@@ -10,6 +10,7 @@ upside down: with ``invert=True`` the check watches ``1 - p``.
 from __future__ import annotations
 
 import math
+from functools import partial
 from statistics import median
 from typing import Final
 
@@ -130,25 +131,35 @@ class EntropyCheck(Check):
         above_start = smooth / self.ref
         above_low = smooth / self.low
         if above_start > self._blowup_ratio:
-            rule, why = "level", f"is {above_start:.2f}x its start"
+            rule = "level"
         elif above_low > self._rebound_factor:
-            rule, why = "rebound", f"climbed {above_low:.2f}x above the run's minimum"
+            rule = "rebound"
         elif rising:
             rule = "trend"
-            why = f"is climbing away from its own trend ({above_low:.2f}x the run's minimum)"
         else:
             return None
         severity = Severity.CRITICAL if above_start > 2 * self.s.blowup_ratio else Severity.WARNING
         evidence = self._evidence(smooth, x)
         evidence["ratio_to_minimum"] = above_low
         evidence["trend_break_sds"] = self._rising.statistic
+        metric = self.metric
         return Finding(
             Kind.ENTROPY_BLOWUP,
             self.indicator,
-            self.metric,
+            metric,
             severity,
             step,
-            f"entropy blowing up (gibberish risk): {self.metric} {why}",
+            partial(_blowup_words, metric, rule, above_start, above_low),
             evidence,
             rule=rule,
         )
+
+
+def _blowup_words(metric: str, rule: str, above_start: float, above_low: float) -> str:
+    if rule == "level":
+        why = f"is {above_start:.2f}x its start"
+    elif rule == "rebound":
+        why = f"climbed {above_low:.2f}x above the run's minimum"
+    else:
+        why = f"is climbing away from its own trend ({above_low:.2f}x the run's minimum)"
+    return f"entropy blowing up (gibberish risk): {metric} {why}"

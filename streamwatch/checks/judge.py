@@ -83,7 +83,7 @@ def judge(
         evidence["because"] = because.words()
     # built directly: dataclasses.replace reads the class's fields anew at every finding
     return Finding(
-        f.kind, f.indicator, f.metric, graded, f.step, f.message, evidence, f.onset_step, f.rule
+        f.kind, f.indicator, f.metric, graded, f.step, f.words, evidence, f.onset_step, f.rule
     )
 
 

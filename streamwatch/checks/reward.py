@@ -33,6 +33,7 @@ as a level, a falling one with its fall).
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Final
 
 from mypy_extensions import mypyc_attr
@@ -264,14 +265,14 @@ class RewardCheck(Check):
         if not self._chaos.update(alarm) and not noisier:
             return None
         severity = Severity.CRITICAL if r > 2 * self.s.chaos_ratio else Severity.WARNING
+        metric, window = self.metric, self.s.chaos_window
         return Finding(
             Kind.REWARD_CHAOS,
             self.indicator,
-            self.metric,
+            metric,
             severity,
             step,
-            f"reward curve turned noisy: {self.metric} noise over the last "
-            f"{self.s.chaos_window} steps is {r:.1f}x the run's own",
+            partial(_chaos_words, metric, window, r),
             {
                 "value": x,
                 "recent_noise_sd": recent,
@@ -302,14 +303,14 @@ class RewardCheck(Check):
         # a fall below the run's own trend alone is a warning, however far from the peak
         far = held and frac > 2 * self.s.collapse_fraction
         severity = Severity.CRITICAL if far else Severity.WARNING
+        metric, peak, peak_step = self.metric, self.peak, self.peak_step
         return Finding(
             Kind.REWARD_COLLAPSE,
             self.indicator,
-            self.metric,
+            metric,
             severity,
             step,
-            f"reward collapsing: {self.metric} fell {drop:.3g} from its peak "
-            f"{self.peak:.3g} at step {self.peak_step}",
+            partial(_collapse_words, metric, drop, peak, peak_step),
             {
                 "value": x,
                 "smoothed": smooth,
@@ -322,3 +323,16 @@ class RewardCheck(Check):
             },
             onset_step=self.peak_step,
         )
+
+
+def _chaos_words(metric: str, window: int, ratio: float) -> str:
+    return (
+        f"reward curve turned noisy: {metric} noise over the last {window} steps is "
+        f"{ratio:.1f}x the run's own"
+    )
+
+
+def _collapse_words(metric: str, drop: float, peak: float, peak_step: int) -> str:
+    return (
+        f"reward collapsing: {metric} fell {drop:.3g} from its peak {peak:.3g} at step {peak_step}"
+    )

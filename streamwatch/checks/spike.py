@@ -14,6 +14,7 @@ smoothed median of the last 5 values, so the isolated spikes of healthy runs do 
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Final
 
 from mypy_extensions import mypyc_attr
@@ -194,14 +195,18 @@ class SpikeCheck(Check):
         high = self._range_high()
         if smooth <= high:
             return None
+        metric = self.metric
         return Finding(
             Kind.METRIC_SPIKE,
             self.indicator,
-            self.metric,
+            metric,
             Severity.WARNING,
             step,
-            f"{self.metric} growing away from its own trend: {x:.4g}, beyond its own range "
-            f"({high:.4g})",
+            partial(_growth_words, metric, x, high),
             {"value": x, "trend_break_sds": growth.statistic, "range_high": high},
             rule="growth",
         )
+
+
+def _growth_words(metric: str, x: float, high: float) -> str:
+    return f"{metric} growing away from its own trend: {x:.4g}, beyond its own range ({high:.4g})"
