@@ -18,13 +18,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
 from streamwatch.incidents import SEVERITY_RANK, Incident, Kind, Severity, Status, fingerprint
 
-__all__ = ["Finding", "IncidentBook"]
+__all__ = ["CRITICAL", "INFO", "WARNING", "Finding", "IncidentBook"]
+
+# An enum's member read from its class (``Severity.WARNING``) is a look-up through the enum
+# metaclass's ``__getattr__`` at each use, about 500 instructions, compiled or not; a constant
+# of the module is a C global once compiled. The engine's hot paths use these.
+INFO: Final = Severity.INFO
+WARNING: Final = Severity.WARNING
+CRITICAL: Final = Severity.CRITICAL
+_FIRING: Final = Status.FIRING
+_RESOLVED: Final = Status.RESOLVED
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -109,7 +118,7 @@ class IncidentBook:
             current.healthy = 0
             if SEVERITY_RANK[finding.severity] <= SEVERITY_RANK[current.incident.severity]:
                 return None
-        elif finding.severity is Severity.INFO and fid in self.told:
+        elif finding.severity is INFO and fid in self.told:
             return None  # said once on this run
         kind = str(finding.kind)  # its value (a property of the enum: interpreted)
         onset = finding.onset_step
@@ -120,7 +129,7 @@ class IncidentBook:
             run_id=self.run_id,
             kind=kind,
             severity=finding.severity,
-            status=Status.FIRING,
+            status=_FIRING,
             indicator=finding.indicator,
             metric=finding.metric,
             step=finding.step,
@@ -154,7 +163,7 @@ class IncidentBook:
         self.firing.discard((first.kind, first.indicator))
         return first.model_copy(
             update={
-                "status": Status.RESOLVED,
+                "status": _RESOLVED,
                 "step": step,
                 "ts": ts,
                 "message": f"resolved: {first.kind} on {first.indicator} ({why})",
@@ -163,7 +172,7 @@ class IncidentBook:
 
     def firing_on(self, kind: Kind) -> set[str]:
         """The indicators with an incident of this kind open."""
-        return {o.incident.indicator for o in self.open.values() if o.incident.kind == kind}
+        return {indicator for k, indicator in self.firing if k == kind}
 
     def healthy_updates(self, fid: str) -> int | None:
         """Updates in a row in which the check saw health since it last saw this incident's

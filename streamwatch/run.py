@@ -44,8 +44,8 @@ from streamwatch.config import EngineConfig
 from streamwatch.cost import CostMeter
 from streamwatch.detectors import Recent
 from streamwatch.events import Problem
-from streamwatch.findings import Finding, IncidentBook
-from streamwatch.incidents import Incident, Kind, Severity, Status
+from streamwatch.findings import CRITICAL, WARNING, Finding, IncidentBook
+from streamwatch.incidents import Incident, Kind, Status
 from streamwatch.indicators import Indicator
 from streamwatch.projection import PROJECTED, project, target
 
@@ -115,6 +115,10 @@ _NO_DRIFT: Final = {
 _GRACED: Final = {Kind.METRIC_SPIKE, Kind.REWARD_CHAOS, Kind.POLICY_MISMATCH}
 #: the run's one non-finite incident: its kind and indicator
 _NAN: Final = (Kind.NONFINITE_METRIC, "metrics")
+_NONFINITE: Final = Kind.NONFINITE_METRIC
+_DRIFT: Final = Kind.METRIC_DRIFT
+_STALLED: Final = Kind.RUN_STALLED
+_FIRING: Final = Status.FIRING
 
 
 def make_checks(
@@ -577,12 +581,12 @@ class RunState:
         self.pending.extend(found)
         if not self.open_incidents:
             return
-        on = self.book.firing_on(Kind.METRIC_DRIFT)
+        on = self.book.firing_on(_DRIFT)
         if on:
             on.difference_update(f.indicator for f in found)
             for col in cols:
                 if col.indicator in on:
-                    self._healthy(Kind.METRIC_DRIFT, col.indicator, step)
+                    self._healthy(_DRIFT, col.indicator, step)
 
     def _close_special(self, s: Series, step: int, x: float) -> None:
         if s.context is not None:
@@ -673,7 +677,7 @@ class RunState:
         if not found:
             if self.open_incidents and step > self.nan_step and self.book.is_firing(*_NAN):
                 self.nan_step = step
-                self._healthy(Kind.NONFINITE_METRIC, _NAN[1], step)
+                self._healthy(_NONFINITE, _NAN[1], step)
             return
         self.nan_values = []
         self.nan_step = step
@@ -693,10 +697,10 @@ class RunState:
             what += " (with a zero loss: the optimiser skipped the step)"
         where = f" (from {', '.join(sources)})" if sources else ""
         finding = Finding(
-            Kind.NONFINITE_METRIC,
+            _NONFINITE,
             _NAN[1],
             (core or [found[0][0]])[0].metric,
-            Severity.CRITICAL if core else Severity.WARNING,
+            CRITICAL if core else WARNING,
             step,
             f"non-finite {what} at step {step}{where}",
             evidence,
@@ -732,12 +736,12 @@ class RunState:
         """Announce an incident update with what it has cost and, for a failure that builds,
         where it is heading (computed here, once per update, never per value)."""
         fid = update.id
-        firing = update.status is Status.FIRING
+        firing = update.status is _FIRING
         if firing:
             since = self.since.setdefault(fid, update.step)
             if update.onset_step is not None:
                 since = min(since, update.onset_step)
-            if update.severity is Severity.CRITICAL and self.first_critical < 0:
+            if update.severity is CRITICAL and self.first_critical < 0:
                 self.first_critical = update.step
         else:
             since = self.since.pop(fid, update.step)
@@ -766,7 +770,7 @@ class RunState:
     ) -> dict[str, object] | None:
         """The compute from step ``since`` to ``until`` (a stalled run: its silence)."""
         cost = self.meter.price(since, until, self.sources())
-        if cost is None or kind != Kind.RUN_STALLED or evidence is None:
+        if cost is None or kind != _STALLED or evidence is None:
             return cost
         silent = evidence.get("silent_seconds")
         if isinstance(silent, float) and silent > 0.0:
@@ -818,13 +822,13 @@ class RunState:
             self.last_ts = ts
         self.meter.observe(step, ts)
         gap = self.stall.observe(step, ts)
-        stalled = bool(self.open_incidents) and self.book.is_firing(Kind.RUN_STALLED, "run")
+        stalled = bool(self.open_incidents) and self.book.is_firing(_STALLED, "run")
         graded = judge(gap, self.ctx, self.cfg) if gap is not None else None
         if graded is not None and not stalled:
             self.fire(graded)
             stalled = True
         if stalled:
-            fid = self.book.fid(Kind.RUN_STALLED, "run")
+            fid = self.book.fid(_STALLED, "run")
             update = self.book.resolve(fid, step, ts, "events arrive again")
             if update is not None:
                 self.emit(update)

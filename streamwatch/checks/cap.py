@@ -39,8 +39,12 @@ from typing import Final
 from mypy_extensions import mypyc_attr
 
 from streamwatch.config import LengthSettings
-from streamwatch.findings import Finding
-from streamwatch.incidents import Kind, Severity
+from streamwatch.findings import WARNING, Finding
+from streamwatch.incidents import Kind
+
+# the kinds of its findings as constants (an enum's member read from its class is a
+# look-up at each use: see streamwatch.findings.WARNING)
+_SATURATION: Final = Kind.TRUNCATION_SATURATION
 
 __all__ = ["LENGTHS", "CapCheck"]
 
@@ -55,6 +59,8 @@ class CapCheck:
     def __init__(self, settings: LengthSettings) -> None:
         self.s = settings
         self._min_tokens = settings.min_tokens  # read on every value
+        self._cap = settings.max_response_length
+        self._cap_fraction = settings.cap_fraction
         self.step = -1
         self._previous = -1  # the step before this one
         self.values: dict[str, float] = {}  # this step's
@@ -93,15 +99,15 @@ class CapCheck:
     def _judge(self, step: int) -> list[Finding]:
         values = self.values
         low, high, mean = values.get("min"), values.get("max"), values.get("mean")
-        cap = self.s.max_response_length
-        at_most = self.longest if cap is None else self.s.cap_fraction * cap
+        cap = self._cap
+        at_most = self.longest if cap is None else self._cap_fraction * cap
         if low is not None and high is not None and low == high and high >= at_most:
             message = (
                 f"every completion at step {step} is {high:.0f} tokens long (shortest = "
                 f"longest): all cut at the cap"
             )
             return [self._finding(step, "max", message, {"min_length": low, "max_length": high})]
-        if cap is not None and mean is not None and mean >= self.s.cap_fraction * cap:
+        if cap is not None and mean is not None and mean >= self._cap_fraction * cap:
             message = (
                 f"completions at step {step} average {mean:.0f} tokens, {mean / cap:.0%} of the "
                 f"{cap}-token cap: nearly all cut off"
@@ -113,10 +119,10 @@ class CapCheck:
         self, step: int, length: str, message: str, evidence: dict[str, object]
     ) -> Finding:
         return Finding(
-            Kind.TRUNCATION_SATURATION,
+            _SATURATION,
             "truncation_ratio",
             self.metrics[length],
-            Severity.WARNING,
+            WARNING,
             step,
             message,
             evidence,

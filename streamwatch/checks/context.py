@@ -111,22 +111,26 @@ class Direction:
         return fitted
 
     def _least_squares(self) -> tuple[float, float]:
-        values = self.values.lane()
-        n = len(values)
-        if n < 2:
+        values = self.values.ordered()  # doubles: no float object a value
+        count = len(values)
+        if count < 2:
             return math.nan, math.nan
+        n = float(count)
         mid = (n - 1) / 2.0
-        mean = sum(values) / n
+        total = 0.0
+        for v in values:
+            total += v
+        mean = total / n
         sxx = n * (n * n - 1) / 12.0
         sxy = 0.0
-        for i, v in enumerate(values):
-            sxy += (i - mid) * (v - mean)
+        for i in range(count):
+            sxy += (float(i) - mid) * (values[i] - mean)
         slope = sxy / sxx
-        if n < 3:
+        if count < 3:
             return slope, math.inf
         sse = 0.0
-        for i, v in enumerate(values):
-            r = v - mean - slope * (i - mid)
+        for i in range(count):
+            r = values[i] - mean - slope * (float(i) - mid)
             sse += r * r
         return slope, math.sqrt(sse / (n - 2) / sxx)
 

@@ -20,8 +20,13 @@ from streamwatch.checks.base import Check, ratio
 from streamwatch.config import EntropySettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.detectors.window import DoubleRing
-from streamwatch.findings import Finding
-from streamwatch.incidents import Kind, Severity
+from streamwatch.findings import CRITICAL, WARNING, Finding
+from streamwatch.incidents import Kind
+
+# the kinds of its findings as constants (an enum's member read from its class is a
+# look-up at each use: see streamwatch.findings.WARNING)
+_COLLAPSE: Final = Kind.ENTROPY_COLLAPSE
+_BLOWUP: Final = Kind.ENTROPY_BLOWUP
 
 _FLOOR: Final = 1e-9
 
@@ -99,14 +104,14 @@ class EntropyCheck(Check):
         fall = ratio(self._recent.oldest(), smooth) if self._recent.full else 1.0
         rule = "level"
         if r < self._critical_ratio:
-            severity, why = Severity.CRITICAL, f"is {r:.3f}x its start"
+            severity, why = CRITICAL, f"is {r:.3f}x its start"
         elif r < self._collapse_ratio:
-            severity, why = Severity.WARNING, f"is {r:.3f}x its start"
+            severity, why = WARNING, f"is {r:.3f}x its start"
         elif fall >= self._fall_factor and r < self._fall_min_ratio:
-            severity, rule = Severity.WARNING, "rate"
+            severity, rule = WARNING, "rate"
             why = f"fell {fall:.1f}x in {self.s.fall_window} steps to {r:.3f}x its start"
         elif falling:
-            severity, rule = Severity.WARNING, "trend"
+            severity, rule = WARNING, "trend"
             why = f"is falling faster than its own trend ({r:.3f}x its start)"
         else:
             return None
@@ -117,7 +122,7 @@ class EntropyCheck(Check):
         if self.invert:
             what += " (token probability rising towards 1)"
         return Finding(
-            Kind.ENTROPY_COLLAPSE,
+            _COLLAPSE,
             self.indicator,
             self.metric,
             severity,
@@ -138,13 +143,13 @@ class EntropyCheck(Check):
             rule = "trend"
         else:
             return None
-        severity = Severity.CRITICAL if above_start > 2 * self.s.blowup_ratio else Severity.WARNING
+        severity = CRITICAL if above_start > 2 * self._blowup_ratio else WARNING
         evidence = self._evidence(smooth, x)
         evidence["ratio_to_minimum"] = above_low
         evidence["trend_break_sds"] = self._rising.statistic
         metric = self.metric
         return Finding(
-            Kind.ENTROPY_BLOWUP,
+            _BLOWUP,
             self.indicator,
             metric,
             severity,

@@ -28,8 +28,14 @@ from streamwatch.checks.base import Check
 from streamwatch.config import LengthSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.detectors.window import DoubleRing
-from streamwatch.findings import Finding
-from streamwatch.incidents import Kind, Severity
+from streamwatch.findings import CRITICAL, WARNING, Finding
+from streamwatch.incidents import Kind
+
+# the kinds of its findings as constants (an enum's member read from its class is a
+# look-up at each use: see streamwatch.findings.WARNING)
+_EXPLOSION: Final = Kind.LENGTH_EXPLOSION
+_SHORTENING: Final = Kind.LENGTH_COLLAPSE
+_SATURATION: Final = Kind.TRUNCATION_SATURATION
 
 _FLOOR: Final = 1e-9
 
@@ -123,9 +129,9 @@ class LengthCheck(Check):
             why = f"grew {growth:.2f}x in {since} steps"
         else:
             return None
-        severity = Severity.CRITICAL if to_ref >= self.s.explosion_ratio else Severity.WARNING
+        severity = CRITICAL if to_ref >= self.s.explosion_ratio else WARNING
         return Finding(
-            Kind.LENGTH_EXPLOSION,
+            _EXPLOSION,
             self.indicator,
             self.metric,
             severity,
@@ -150,9 +156,9 @@ class LengthCheck(Check):
             why = f"is falling away from its own trend ({r:.2f}x its peak)"
         else:
             return None
-        severity = Severity.CRITICAL if r < self.s.collapse_ratio / 2 else Severity.WARNING
+        severity = CRITICAL if r < self._collapse_ratio / 2 else WARNING
         return Finding(
-            Kind.LENGTH_COLLAPSE,
+            _SHORTENING,
             self.indicator,
             self.metric,
             severity,
@@ -239,10 +245,10 @@ class TruncationCheck(Check):
             baseline = f"baseline {self.baseline:.1%}"
         return [
             Finding(
-                Kind.TRUNCATION_SATURATION,
+                _SATURATION,
                 self.indicator,
                 self.metric,
-                Severity.WARNING,
+                WARNING,
                 step,
                 f"completions truncated: {self.metric} is {smooth:.0%} ({baseline})",
                 evidence,

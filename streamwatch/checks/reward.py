@@ -42,8 +42,13 @@ from streamwatch.checks.base import Check
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window, trend_break
 from streamwatch.detectors.window import DoubleRing
-from streamwatch.findings import Finding
-from streamwatch.incidents import Kind, Severity
+from streamwatch.findings import CRITICAL, WARNING, Finding
+from streamwatch.incidents import Kind
+
+# the kinds of its findings as constants (an enum's member read from its class is a
+# look-up at each use: see streamwatch.findings.WARNING)
+_CHAOS: Final = Kind.REWARD_CHAOS
+_COLLAPSE: Final = Kind.REWARD_COLLAPSE
 
 _TINY: Final = 1e-12
 _MIN_REFERENCE: Final = 10
@@ -264,10 +269,10 @@ class RewardCheck(Check):
         self._bend = math.nan
         if not self._chaos.update(alarm) and not noisier:
             return None
-        severity = Severity.CRITICAL if r > 2 * self.s.chaos_ratio else Severity.WARNING
+        severity = CRITICAL if r > 2 * self._chaos_ratio else WARNING
         metric, window = self.metric, self.s.chaos_window
         return Finding(
-            Kind.REWARD_CHAOS,
+            _CHAOS,
             self.indicator,
             metric,
             severity,
@@ -278,12 +283,12 @@ class RewardCheck(Check):
                 "recent_noise_sd": recent,
                 "reference_noise_sd": floor,
                 "noise_ratio": r,
-                "window": self.s.chaos_window,
+                "window": window,
                 "noise_growth_evidence": self.chaos_evidence,
                 "recent_level": level,
                 "reference_level": self._reference_level.median(),
             },
-            onset_step=step - self._chaos.streak - self.s.chaos_window // 2,
+            onset_step=step - self._chaos.streak - window // 2,
         )
 
     def _calm_bend(self, u: float) -> None:
@@ -301,11 +306,11 @@ class RewardCheck(Check):
         if not held and not falling:
             return None
         # a fall below the run's own trend alone is a warning, however far from the peak
-        far = held and frac > 2 * self.s.collapse_fraction
-        severity = Severity.CRITICAL if far else Severity.WARNING
+        far = held and frac > 2 * self._collapse_fraction
+        severity = CRITICAL if far else WARNING
         metric, peak, peak_step = self.metric, self.peak, self.peak_step
         return Finding(
-            Kind.REWARD_COLLAPSE,
+            _COLLAPSE,
             self.indicator,
             metric,
             severity,

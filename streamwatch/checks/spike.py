@@ -23,9 +23,13 @@ from streamwatch.checks.base import Check
 from streamwatch.config import SpikeSettings
 from streamwatch.detectors import Persistence, Window, trend_break
 from streamwatch.detectors.window import DoubleRing
-from streamwatch.findings import Finding
-from streamwatch.incidents import Kind, Severity
+from streamwatch.findings import CRITICAL, WARNING, Finding
+from streamwatch.incidents import Kind
 from streamwatch.indicators import Indicator
+
+# the kinds of its findings as constants (an enum's member read from its class is a
+# look-up at each use: see streamwatch.findings.WARNING)
+_SPIKE: Final = Kind.METRIC_SPIKE
 
 _SD_PER_MEAN_ABS: Final = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian noise
 
@@ -111,12 +115,12 @@ class SpikeCheck(Check):
         size = x / med if med else float("inf")
         # a multiple of a median within its own noise of 0 (a signed loss, a KL around 0)
         # means nothing: such a spike is a warning however large the multiple
-        sized = abs(med) > self.s.robust_z * sd
+        sized = abs(med) > self._robust_z * sd
         big = sized and abs(size) >= 10 * self.s.factor
-        severity = Severity.CRITICAL if big else Severity.WARNING
+        severity = CRITICAL if big else WARNING
         return [
             Finding(
-                Kind.METRIC_SPIKE,
+                _SPIKE,
                 self.indicator,
                 self.metric,
                 severity,
@@ -151,10 +155,10 @@ class SpikeCheck(Check):
         """A value no healthy run reaches, whatever came before (no warm-up); one such step
         is an outlier until it persists (:mod:`streamwatch.checks.judge`)."""
         return Finding(
-            Kind.METRIC_SPIKE,
+            _SPIKE,
             self.indicator,
             self.metric,
-            Severity.WARNING,
+            WARNING,
             step,
             f"{self.metric} is {x:.4g}, beyond any healthy run's (ceiling {ceiling:.4g})",
             {
@@ -197,10 +201,10 @@ class SpikeCheck(Check):
             return None
         metric = self.metric
         return Finding(
-            Kind.METRIC_SPIKE,
+            _SPIKE,
             self.indicator,
             metric,
-            Severity.WARNING,
+            WARNING,
             step,
             partial(_growth_words, metric, x, high),
             {"value": x, "trend_break_sds": growth.statistic, "range_high": high},

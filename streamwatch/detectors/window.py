@@ -192,6 +192,23 @@ class DoubleRing:
                 top = x
         return top
 
+    def ordered(self) -> vec[float]:
+        """The values of lane 0, oldest first, as doubles (:meth:`lane` makes a float object
+        of each).
+
+        >>> r = DoubleRing(3)
+        >>> for x in [1.0, 2.0, 3.0, 4.0]:
+        ...     r.put(x)
+        >>> list(r.ordered()) == r.lane()
+        True
+        """
+        ring, n, size = self.ring, self.n, self.size
+        start = self.head if n == size else 0
+        out = vec[float](capacity=n)
+        for k in range(start, start + n):
+            out = append(out, ring[k if k < size else k - size])
+        return out
+
     def lane(self, k: int = 0) -> list[float]:
         """The values of lane ``k``, oldest first."""
         ring, n, head, at = self.ring, self.n, self.head, k * self.size
