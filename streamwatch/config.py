@@ -490,7 +490,9 @@ class ContextSettings(_Section):
 
 
 class EngineConfig(_Section):
-    resolve_after: int = Field(20, ge=1, description="healthy updates before an incident resolves")
+    resolve_after: int = Field(
+        20, ge=1, description="healthy updates (at most one an event) before an incident resolves"
+    )
     entropy: EntropySettings = EntropySettings()
     reward: RewardSettings = RewardSettings()
     length: LengthSettings = LengthSettings()

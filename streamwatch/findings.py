@@ -4,11 +4,11 @@ A check reports a :class:`Finding` (the run is unhealthy in one respect, now) or
 check looked and saw health). The :class:`IncidentBook` of a run turns that stream into
 incident updates (:class:`~streamwatch.incidents.Incident`): one firing incident per
 fingerprint, re-announced only when its severity rises, resolved once the check has seen
-health for ``resolve_after`` consecutive updates. An info of a fingerprint already announced
-(at any severity) is not announced again once it resolved: an info says something worth
-knowing once (entropy at a tenth of its start while the run learns, a KL beyond its ceiling
-beside a reward that does not fall), and it stays true while the run goes on; a warning or a
-critical is always announced.
+health for ``resolve_after`` consecutive updates (the run counts one an event at most). An
+info of a fingerprint already announced (at any severity) is not announced again once it
+resolved: an info says something worth knowing once (entropy at a tenth of its start while
+the run learns, a KL beyond its ceiling beside a reward that does not fall), and it stays
+true while the run goes on; a warning or a critical is always announced.
 
 Both are on the engine's path at every finding and every healthy look, so this module is
 compiled with it (the incident model itself is pydantic's, and stays interpreted).

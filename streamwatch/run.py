@@ -324,6 +324,9 @@ class RunState:
     stall: StallCheck = field(init=False)
     ctx: RunContext = field(init=False)
     pending: list[Finding] = field(default_factory=list)  # this event's, judged at its end
+    #: this event's healthy looks at firing incidents, (kind, indicator) -> step: counted at
+    #: its end, once each, and only without a finding of theirs in the event (:meth:`settle`)
+    looked: dict[tuple[Kind, str], int] = field(default_factory=dict)
     out: list[Incident] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     last_ts: float | None = None
@@ -654,14 +657,24 @@ class RunState:
     def settle(self) -> None:
         """The findings of the event just read, each judged in the run's context now that
         every value of the event is in (a second signal counts whatever the order of the
-        event's metrics)."""
+        event's metrics); then its healthy looks at incidents it raised no finding of. A
+        check that judges a step at each of its values (the learning signal's) may see health
+        before a later value of the step shows the failure: whatever their order, such a step
+        is no healthy look."""
         found, self.pending = self.pending, []
         book = self.book
+        looked = self.looked
         for f in found:
+            if looked:
+                looked.pop((f.kind, f.indicator), None)
             held = book.held(f.kind, f.indicator) if self.open_incidents else None
             graded = judge(f, self.ctx, self.cfg, held)
             if graded is not None:
                 self.fire(graded)
+        if looked:
+            self.looked = {}
+            for (kind, name), step in looked.items():
+                self._healthy(kind, name, step)
 
     # -- findings -> incidents ------------------------------------------------------------
     def nonfinite(self, s: Series, src: str, step: int, x: float) -> None:
@@ -671,7 +684,7 @@ class RunState:
     def end_event(self, step: int) -> None:
         """After each event: its non-finite values as one incident of the run; an event of a
         new step without any counts towards resolving it."""
-        if self.pending:
+        if self.pending or self.looked:
             self.settle()
         found = self.nan_values
         if not found:
@@ -717,7 +730,7 @@ class RunState:
         if firing and len(found) < len(kinds):
             for kind in kinds:
                 if (kind, name) in firing and all(f.kind is not kind for f in found):
-                    self._healthy(kind, name, step)
+                    self.looked[(kind, name)] = step
 
     def fire(self, finding: Finding, ts: float | None = None) -> None:
         if finding.kind in self.disabled:  # a str enum: its value's hash and equality

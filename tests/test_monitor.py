@@ -431,25 +431,17 @@ def _failing_real_runs() -> dict[str, Path]:
     return {r["id"]: manifest.parent / r["file"] for r in runs if r["label"] == "failing"}
 
 
-#: the learning-signal check judges at each of a step's signal values, so the order of a step's
-#: signals decides how many healthy looks it counts, and when its incident resolves
-_SIGNAL_ORDER = pytest.mark.xfail(
-    strict=True, reason="no_learning_signal resolves at another step when its signals reorder"
-)
-_ORDERS = [
-    "simulated faults",
-    *(
-        pytest.param(r, marks=_SIGNAL_ORDER) if r == "trl-grpo-f1-strategy-v1" else r
-        for r in _failing_real_runs()
-        if "wordle" not in r  # on two of the three nothing is told
-    ),
-]
+#: the runs of the corpus that failed, on which something is told (on two of the three wordle
+#: runs nothing is)
+_ORDERS = ["simulated faults", *(r for r in _failing_real_runs() if "wordle" not in r)]
 
 
 @pytest.mark.parametrize("source", _ORDERS)
 def test_an_events_metrics_in_any_order_give_the_same_incidents(source: str) -> None:
-    # the engine finds a run's series by the order of its last event while it holds: an event
-    # in another order, or with metrics more or fewer, must reach the same series
+    # the engine finds a run's series by the order of an earlier event while it holds, and a
+    # check that judges a step at each of its values (the learning signal's) may see health
+    # before a later value shows the failure: neither may make the order of an event's
+    # metrics change what is told
     if source == "simulated faults":
         events = list(multi_run_events())
     else:
