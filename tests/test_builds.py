@@ -73,7 +73,7 @@ def test_the_compiled_build_gives_the_pure_builds_incidents_on_every_recorded_ru
     assert len(paths) > 40
     compiled, pure = _replay(paths, "installed"), _replay(paths, "pure")
     assert compiled[0] == "compiled (mypyc)" and pure[0] == "pure Python"
-    assert len(compiled) > 100
+    assert len(compiled) > 50  # the runs' incident updates (96 today): not a comparison of none
     assert compiled[1:] == pure[1:]
 
 
