@@ -308,9 +308,10 @@ class RunState:
     open_incidents: dict[str, Any] = field(init=False)
     firing: set[tuple[str, str]] = field(init=False)  # the book's firing (kind, indicator)s
     series: dict[str, Series] = field(default_factory=dict)
-    #: the series of the run's last event, in the event's order: the next event of the same
-    #: metrics in the same order (nearly every one) finds them without a look-up; emptied
-    #: whenever a series is made (and so whenever one is replaced)
+    #: the series of an earlier event's metrics, in its order: an event of the same metrics
+    #: in the same order, with others among them or not (nearly every one), finds them by
+    #: their places (:meth:`Monitor.process`); emptied whenever a series is made (and so
+    #: whenever one is replaced)
     layout: list[Series] = field(default_factory=list)
     bound: dict[Indicator, str] = field(default_factory=dict)
     bound_rank: dict[Indicator, int] = field(default_factory=dict)  # the rank of each bound
