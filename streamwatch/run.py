@@ -113,9 +113,9 @@ _NO_DRIFT: Final = {
 }
 #: the checks a resumed run's first steps are not fed to (a resume spikes them: slime#1695)
 _GRACED: Final = {Kind.METRIC_SPIKE, Kind.REWARD_CHAOS, Kind.POLICY_MISMATCH}
-#: the run's one non-finite incident: its kind and indicator
-_NAN: Final = (Kind.NONFINITE_METRIC, "metrics")
 _NONFINITE: Final = Kind.NONFINITE_METRIC
+#: the run's one non-finite incident: its kind and indicator
+_NAN: Final = (_NONFINITE, "metrics")
 _DRIFT: Final = Kind.METRIC_DRIFT
 _STALLED: Final = Kind.RUN_STALLED
 _FIRING: Final = Status.FIRING
