@@ -14,14 +14,14 @@ windows (which pickle themselves). Restore only snapshots written by a streamwat
 >>> from streamwatch.run import RunState
 >>> blob = dump_run(RunState("grpo-7b", EngineConfig()))
 >>> blob.split(b"\\n", 1)[0]
-b'{"format":"streamwatch.run","run_id":"grpo-7b","version":31}'
+b'{"format":"streamwatch.run","run_id":"grpo-7b","version":32}'
 >>> load_run(blob).run_id
 'grpo-7b'
 >>> try:
-...     load_run(blob.replace(b'"version":31', b'"version":30'))
+...     load_run(blob.replace(b'"version":32', b'"version":31'))
 ... except SnapshotError as exc:
 ...     print(exc)
-snapshot of run 'grpo-7b' is version 30; this streamwatch reads version 31
+snapshot of run 'grpo-7b' is version 31; this streamwatch reads version 32
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from streamwatch.run import RunState
 __all__ = ["FORMAT", "VERSION", "SnapshotError", "dump_run", "load_run"]
 
 FORMAT = "streamwatch.run"
-VERSION = 31
+VERSION = 32
 
 
 class SnapshotError(ValueError):

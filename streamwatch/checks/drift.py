@@ -37,7 +37,7 @@ from mypy_extensions import mypyc_attr
 from river._river_rust.drift import AdaptiveWindowing
 
 from streamwatch.config import DriftSettings
-from streamwatch.detectors.window import DoubleRing, ascending, sorted_median
+from streamwatch.detectors.window import DoubleRing, ascending, merged, sorted_median
 from streamwatch.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
@@ -224,12 +224,14 @@ class Reference:
         finite."""
         n = len(values)
         half = n // 2
-        older = sorted_median(ascending(values[:half]))
-        newer = sorted_median(ascending(values[half:]))
+        first = ascending(values[:half])
+        second = ascending(values[half:])
+        older = sorted_median(first)
+        newer = sorted_median(second)
         slope = (newer - older) / (n / 2.0)  # the halves' centres are n / 2 steps apart
         mean = math.fsum(values) / n
         sd = math.sqrt(math.fsum([(v - mean) * (v - mean) for v in values]) / n)
-        ordered = ascending(values)
+        ordered = merged(first, second)
         low, high = ordered[0], ordered[n - 1]
         level = sorted_median(ordered)
         ahead = (n - half - 1) / 2.0

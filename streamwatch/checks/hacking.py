@@ -49,7 +49,7 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.config import HackingSettings
 from streamwatch.detectors import Window
-from streamwatch.detectors.window import DoubleRing, robust_sd_sorted, sorted_median
+from streamwatch.detectors.window import robust_sd_sorted, sorted_median
 from streamwatch.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
@@ -245,9 +245,10 @@ class HackingCheck:
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Bends:
     """Noise of a series from its second differences: the clipped root mean square of the
-    last ``size`` of them, over sqrt(6). The differences are kept in arrival order only (a
-    :class:`~streamwatch.detectors.window.DoubleRing`): their spread is needed at evaluations,
-    not at every value, so they are ordered then.
+    last ``size`` of them, over sqrt(6). The differences are kept in a
+    :class:`~streamwatch.detectors.window.Window`, in order as they come (a shift of a few
+    dozen doubles a value): the held-out side asks for the noise at every evaluation, and a
+    sort then cost more than all the shifts.
 
     >>> b = Bends(50)
     >>> for y in [0.1, 0.3, 0.2, 0.4, 0.3, 0.5]:
@@ -256,10 +257,10 @@ class Bends:
     0.1225
     """
 
-    __slots__ = ("_last", "_last2", "_ring")
+    __slots__ = ("_last", "_last2", "_window")
 
     def __init__(self, size: int) -> None:
-        self._ring = DoubleRing(size)
+        self._window = Window(size)
         self._last = math.nan
         self._last2 = math.nan
 
@@ -267,20 +268,20 @@ class Bends:
         if y - y != 0.0:  # nan or inf
             return
         if self._last2 - self._last2 == 0.0:
-            bend = y - 2.0 * self._last + self._last2
-            self._ring.put(bend)
+            self._window.update(y - 2.0 * self._last + self._last2)
         self._last2, self._last = self._last, y
 
     @property
     def ready(self) -> bool:
-        return len(self._ring) >= 3
+        return len(self._window) >= 3
 
     def noise(self) -> float:
-        values = self._ring.lane()
-        ordered = self._ring.ascending()
+        window = self._window
+        ordered = window.ordered
         limit = 4.0 * robust_sd_sorted(ordered, sorted_median(ordered))
-        n = len(values)
+        cap = limit * limit
+        values = window.values.ordered()
         total = 0.0
         for b in values:  # oldest first
-            total += min(b * b, limit * limit)
-        return math.sqrt(total / n / 6.0)
+            total += min(b * b, cap)
+        return math.sqrt(total / float(len(values)) / 6.0)

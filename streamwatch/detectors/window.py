@@ -120,7 +120,12 @@ class DoubleRing:
             self.n = n + 1
             return n
         head = self.head
-        self.head = head + 1 if head + 1 < n else 0
+        # statements, not a conditional expression: compiled, ``x if c else 0`` joins i64
+        # with int and boxes the result
+        if head + 1 < n:
+            self.head = head + 1
+        else:
+            self.head = 0
         return head
 
     def put(self, x: float) -> None:
@@ -305,6 +310,34 @@ def insert(ordered: vec[float], x: float) -> vec[float]:
         j -= 1
     ordered[j] = x
     return ordered
+
+
+def merged(first: vec[float], second: vec[float]) -> vec[float]:
+    """Two ascending runs as one, in one linear pass; of equal values, ``first``'s come
+    first (as a stable sort of ``first`` then ``second`` orders them).
+
+    >>> list(merged(ascending([1.0, 4.0, 5.0]), ascending([2.0, 4.0, 9.0])))
+    [1.0, 2.0, 4.0, 4.0, 5.0, 9.0]
+    """
+    n: i64 = len(first)
+    m: i64 = len(second)
+    out = vec[float](capacity=n + m)
+    i: i64 = 0
+    j: i64 = 0
+    while i < n and j < m:
+        if second[j] < first[i]:
+            out = append(out, second[j])
+            j += 1
+        else:
+            out = append(out, first[i])
+            i += 1
+    while i < n:
+        out = append(out, first[i])
+        i += 1
+    while j < m:
+        out = append(out, second[j])
+        j += 1
+    return out
 
 
 def sorted_median(ordered: vec[float]) -> float:
