@@ -106,7 +106,8 @@ class IncidentBook:
     open: dict[str, _Open] = field(default_factory=dict)
     #: the (kind, indicator) of every open incident: what a check that saw health asks
     firing: set[tuple[str, str]] = field(default_factory=set)
-    _fids: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: the fingerprints, by kind and indicator (two look-ups of a string: no tuple a look-up)
+    _fids: dict[str, dict[str, str]] = field(default_factory=dict)
     #: the fingerprints announced on this run: a later info of one of them is not news
     told: set[str] = field(default_factory=set)
 
@@ -191,10 +192,12 @@ class IncidentBook:
 
     def fid(self, kind: str, indicator: str) -> str:
         """The fingerprint of this run's (kind, indicator), computed once."""
-        key = (kind, indicator)
-        fid = self._fids.get(key)
+        by_kind = self._fids.get(kind)
+        if by_kind is None:
+            by_kind = self._fids[kind] = {}
+        fid = by_kind.get(indicator)
         if fid is None:
-            fid = self._fids[key] = fingerprint(self.run_id, kind, indicator)
+            fid = by_kind[indicator] = fingerprint(self.run_id, kind, indicator)
         return fid
 
 

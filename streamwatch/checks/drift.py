@@ -274,8 +274,9 @@ def screen(step: int, columns: list[DriftColumn], xs: vec[float]) -> list[Findin
             col.owed = owed + 1
         elif z - z == 0.0:  # a finite z (a huge x can overflow)
             window = col.window
-            for _ in range(owed):
-                _UPDATE(window, 0.0)
+            if owed > 0:
+                for _ in range(owed):
+                    _UPDATE(window, 0.0)
             col.owed = -1
             if _UPDATE(window, z):
                 col.changed()

@@ -57,7 +57,7 @@ def judge(
     nothing): it is graded alike, but its ``because`` is not written.
     """
     kind = f.kind
-    because = Because(ctx, f"raised by {f.metric}" + (f" ({f.rule} rule)" if f.rule else ""))
+    because = Because(ctx, f.metric, f.rule)
     if kind is _TRUNCATION:
         graded = _truncation(f, ctx, cfg, because)
     elif kind is _EXPLOSION:
@@ -96,17 +96,19 @@ class Because:
 
     >>> from streamwatch.config import ContextSettings
     >>> ctx = RunContext(ContextSettings())
-    >>> because = Because(ctx, "raised by actor/entropy")
+    >>> because = Because(ctx, "actor/entropy")
     >>> because.trend("train_reward", ctx.reward)
     >>> because.words()
     ['raised by actor/entropy', 'train_reward: too few values to tell its direction']
     """
 
-    __slots__ = ("ctx", "items")
+    __slots__ = ("ctx", "items", "metric", "rule")
 
-    def __init__(self, ctx: RunContext, first: str) -> None:
+    def __init__(self, ctx: RunContext, metric: str, rule: str = "") -> None:
         self.ctx = ctx
-        self.items: list[str | tuple[str, Direction, str]] = [first]
+        self.metric = metric  # what raised the finding, by which rule (words: ``words``)
+        self.rule = rule
+        self.items: list[str | tuple[str, Direction, str]] = []
 
     def append(self, words: str) -> None:
         self.items.append(words)
@@ -120,7 +122,8 @@ class Because:
 
     def words(self) -> list[str]:
         ctx = self.ctx
-        return [w if isinstance(w, str) else ctx.trend_words(*w) for w in self.items]
+        first = f"raised by {self.metric}" + (f" ({self.rule} rule)" if self.rule else "")
+        return [first] + [w if isinstance(w, str) else ctx.trend_words(*w) for w in self.items]
 
 
 def _decide(severity: Severity, why: str, because: Because) -> Severity:
