@@ -106,6 +106,9 @@ class IncidentBook:
     open: dict[str, _Open] = field(default_factory=dict)
     #: the (kind, indicator) of every open incident: what a check that saw health asks
     firing: set[tuple[str, str]] = field(default_factory=set)
+    #: how many incidents are open on each indicator: a check's health is looked up in
+    #: ``firing`` only for an indicator that has one
+    indicators: dict[str, int] = field(default_factory=dict)
     #: the fingerprints, by kind and indicator (two look-ups of a string: no tuple a look-up)
     _fids: dict[str, dict[str, str]] = field(default_factory=dict)
     #: the fingerprints announced on this run: a later info of one of them is not news
@@ -140,6 +143,9 @@ class IncidentBook:
             evidence=_copy(finding.evidence),
             remedies=list(self.remedies.get(kind, [])),
         )
+        if current is None:
+            on = finding.indicator
+            self.indicators[on] = self.indicators.get(on, 0) + 1
         self.open[fid] = _Open(incident)
         self.firing.add((finding.kind, finding.indicator))
         self.told.add(fid)
@@ -162,6 +168,9 @@ class IncidentBook:
             return None
         first = current.incident
         self.firing.discard((first.kind, first.indicator))
+        left = self.indicators.pop(first.indicator) - 1
+        if left:
+            self.indicators[first.indicator] = left
         return first.model_copy(
             update={
                 "status": _RESOLVED,

@@ -307,6 +307,7 @@ class RunState:
     #: the book's open incidents (the same dict), read on every value: a native attribute
     open_incidents: dict[str, Any] = field(init=False)
     firing: set[tuple[str, str]] = field(init=False)  # the book's firing (kind, indicator)s
+    on: dict[str, int] = field(init=False)  # the book's count of open incidents by indicator
     series: dict[str, Series] = field(default_factory=dict)
     #: the series of an earlier event's metrics, in its order: an event of the same metrics
     #: in the same order, with others among them or not (nearly every one), finds them by
@@ -348,6 +349,7 @@ class RunState:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
         self.open_incidents = self.book.open
         self.firing = self.book.firing
+        self.on = self.book.indicators
         self.hacking = HackingCheck(self.cfg.hacking)
         self.signal = NoSignalCheck(self.cfg.signal)
         self.cap = CapCheck(self.cfg.length)
@@ -689,7 +691,7 @@ class RunState:
             self.settle()
         found = self.nan_values
         if not found:
-            if self.open_incidents and step > self.nan_step and self.book.is_firing(*_NAN):
+            if self.open_incidents and step > self.nan_step and _NAN in self.book.firing:
                 self.nan_step = step
                 self._healthy(_NONFINITE, _NAN[1], step)
             return
@@ -727,8 +729,8 @@ class RunState:
     def _report(self, kinds: tuple[Kind, ...], name: str, step: int, found: list[Finding]) -> None:
         if found:
             self.pending.extend(found)
-        firing = self.firing
-        if firing and len(found) < len(kinds):
+        if name in self.on and len(found) < len(kinds):
+            firing = self.firing
             for kind in kinds:
                 if (kind, name) in firing and all(f.kind is not kind for f in found):
                     self.looked[(kind, name)] = step

@@ -78,8 +78,9 @@ def judge(
         graded = _decide(f.severity, "the check's own rule", because)
     if graded is None:
         return None
-    evidence = dict(f.evidence)
+    evidence = f.evidence  # the check's, which made it for this finding alone
     if held is None or SEVERITY_RANK[graded] > SEVERITY_RANK[held]:
+        evidence = dict(evidence)
         evidence["because"] = because.words()
     # built directly: dataclasses.replace reads the class's fields anew at every finding
     return Finding(
