@@ -33,11 +33,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final
 
 from librt.vecs import vec
-from mypy_extensions import mypyc_attr
+from mypy_extensions import i64, mypyc_attr
 from river._river_rust.drift import AdaptiveWindowing
 
 from streamwatch.config import DriftSettings
-from streamwatch.detectors.window import DoubleRing, ascending, merged, sorted_median
+from streamwatch.detectors.window import DoubleRing, ascending, insert, merged, sorted_median
 from streamwatch.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
@@ -132,10 +132,9 @@ class DriftColumn:
         reference, and the next ``_CONFIRM`` steps may show the change's size against it."""
         self.window = self._new_window()
         self.owed = 0
-        values = self.recent()
-        self.reference = None
-        if len(values) >= _SKIP + _MIN_BEFORE:
-            self.reference = Reference.of(values[:-_SKIP])
+        values = self.history.ordered()
+        n = len(values) - _SKIP
+        self.reference = Reference.of(values, n) if n >= _MIN_BEFORE else None
         self.armed = _CONFIRM if self.reference is not None else 0
 
     def confirm(self, step: int, x: float) -> Finding | None:
@@ -190,10 +189,10 @@ class Reference:
     makes it larger; a series that takes a few values, a batch maximum, changes by whole
     jumps); ``low`` and ``high`` their range.
 
-    >>> ref = Reference.of([float(i % 2) for i in range(20)])
+    >>> ref = Reference.of(vec[float]([float(i % 2) for i in range(20)]), 20)
     >>> ref.level, ref.noise, ref.expected(3.0, 10.0)
     (0.5, 0.5, 0.5)
-    >>> falling = Reference.of([10.0 - i for i in range(20)])
+    >>> falling = Reference.of(vec[float]([10.0 - i for i in range(25)]), 20)
     >>> falling.newer, falling.expected(-2.0, 5.0), falling.expected(-12.0, 5.0)
     (-4.5, -4.5, -9.5)
     """
@@ -219,25 +218,35 @@ class Reference:
         self.high = high
 
     @staticmethod
-    def of(values: list[float]) -> Reference | None:
-        """The reference of ``values`` (oldest first), or None if a figure of it is not
-        finite."""
-        n = len(values)
+    def of(values: vec[float], n: i64) -> Reference | None:
+        """The reference of the first ``n`` of ``values`` (oldest first), or None if a
+        figure of it is not finite. Compiled, all of it is done on doubles."""
         half = n // 2
-        first = ascending(values[:half])
-        second = ascending(values[half:])
+        first = vec[float](capacity=half)
+        for i in range(half):
+            first = insert(first, values[i])
+        second = vec[float](capacity=n - half)
+        for i in range(half, n):
+            second = insert(second, values[i])
         older = sorted_median(first)
         newer = sorted_median(second)
-        slope = (newer - older) / (n / 2.0)  # the halves' centres are n / 2 steps apart
-        mean = math.fsum(values) / n
-        sd = math.sqrt(math.fsum([(v - mean) * (v - mean) for v in values]) / n)
+        slope = (newer - older) / (float(n) / 2.0)  # the halves' centres are n / 2 steps apart
+        total = 0.0
+        for i in range(n):
+            total += values[i]
+        mean = total / float(n)
+        squares = 0.0
+        for i in range(n):
+            d = values[i] - mean
+            squares += d * d
+        sd = math.sqrt(squares / float(n))
         ordered = merged(first, second)
         low, high = ordered[0], ordered[n - 1]
         level = sorted_median(ordered)
-        ahead = (n - half - 1) / 2.0
-        figures = (level, newer, slope, sd, low, high)
-        if not all(x - x == 0.0 for x in figures):  # a NaN or an infinity
-            return None
+        ahead = float(n - half - 1) / 2.0
+        for x in (level, newer, slope, sd, low, high):
+            if x - x != 0.0:  # a NaN or an infinity
+                return None
         return Reference(level, newer, slope, ahead, sd, low, high)
 
     def expected(self, recent: float, ahead: float) -> float:
