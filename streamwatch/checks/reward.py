@@ -36,12 +36,13 @@ import math
 from functools import partial
 from typing import Final
 
+from librt.vecs import vec
 from mypy_extensions import mypyc_attr
 
 from streamwatch.checks.base import Check
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window, trend_break
-from streamwatch.detectors.window import DoubleRing
+from streamwatch.detectors.window import DoubleRing, insert
 from streamwatch.findings import CRITICAL, WARNING, Finding
 from streamwatch.incidents import Kind
 
@@ -117,19 +118,28 @@ class LineNoise:
     def trimmed(self) -> float:
         """The sd of the residuals around the window's line without its largest one (computed
         afresh: asked only of a window that looks noisy)."""
-        values = self.values.lane()
+        values = self.values.ordered()  # doubles, oldest first: no float object a value
         n = len(values)
         if n < 4:
             return math.nan
-        mid = (n - 1) / 2.0
-        mean = sum(values) / n
-        sxx = n * (n * n - 1) / 12.0
-        slope = sum((i - mid) * (v - mean) for i, v in enumerate(values)) / sxx
-        residuals = sorted(abs(v - mean - slope * (i - mid)) for i, v in enumerate(values))
+        mid = float(n - 1) / 2.0
         total = 0.0
-        for r in residuals[:-1]:
+        for i in range(n):
+            total += values[i]
+        mean = total / float(n)
+        sxx = float(n * (n * n - 1)) / 12.0
+        sxy = 0.0
+        for i in range(n):
+            sxy += (float(i) - mid) * (values[i] - mean)
+        slope = sxy / sxx
+        residuals = vec[float](capacity=n)
+        for i in range(n):
+            residuals = insert(residuals, abs(values[i] - mean - slope * (float(i) - mid)))
+        total = 0.0
+        for i in range(n - 1):  # all but the largest, smallest first
+            r = residuals[i]
             total += r * r  # inf when it overflows, as the window's own noise does
-        return math.sqrt(total / (n - 3))
+        return math.sqrt(total / float(n - 3))
 
     def _afresh(self) -> None:
         values = self.values.lane()
