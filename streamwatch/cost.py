@@ -41,6 +41,8 @@ from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
+from streamwatch.detectors.window import DoubleRing
+
 __all__ = ["GPU_TAGS", "CostMeter", "describe_cost", "describe_spent", "since_phrase"]
 
 #: Event tags that give a run's GPU count, in this order.
@@ -141,8 +143,9 @@ class CostMeter:
     def __init__(self, gpus: int | None, window: int = 32) -> None:
         self._gpus = gpus
         self._gpus_from = "config" if gpus is not None else ""
-        # the step-time metric's newest values (a list: a deque takes 760 bytes however few)
-        self.times: list[float] = []
+        # the step-time metric's newest values, a ring of doubles (a deque takes 760 bytes
+        # however few; a list shifts them all at each value once full)
+        self.times = DoubleRing(max(window, 1))
         self.window = window
         self.timed_by = ""  # the step-time metric's name
         self.work = Clock()  # the step-time metric's values, added up
@@ -167,10 +170,7 @@ class CostMeter:
         one it was logged at (a framework that logs every 10 steps logs their mean)."""
         if not seconds > 0.0 or step <= self.work.step:
             return
-        times = self.times
-        times.append(seconds)
-        if len(times) > self.window:
-            del times[0]
+        self.times.put(seconds)
         self.timed_by = metric
         steps = step - self.work.step if self.work.step >= 0 else 1
         self.work.add(step, self.work.elapsed + seconds * steps)
@@ -203,8 +203,9 @@ class CostMeter:
         """The run's step time now and where it comes from: the mean of the step-time
         metric's newest values, else the timestamps' spacing over as many steps; None when
         nothing times the run."""
-        if self.times:
-            return sum(self.times) / len(self.times), self.timed_by or "step time"
+        if len(self.times):
+            times = self.times.lane()  # oldest first: summed in the order they came
+            return sum(times) / len(times), self.timed_by or "step time"
         wall = self.wall
         if wall.points and wall.step > wall.points[0][0]:
             first = max(wall.step - (self.window or 1), wall.points[0][0])
