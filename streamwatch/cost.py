@@ -143,9 +143,9 @@ class CostMeter:
     def __init__(self, gpus: int | None, window: int = 32) -> None:
         self._gpus = gpus
         self._gpus_from = "config" if gpus is not None else ""
-        # the step-time metric's newest values, a ring of doubles (a deque takes 760 bytes
-        # however few; a list shifts them all at each value once full)
-        self.times = DoubleRing(max(window, 1))
+        # the step-time metric's newest values, a ring of doubles made at its first value (a
+        # deque takes 760 bytes however few; a list shifts them all at each value once full)
+        self.times: DoubleRing | None = None
         self.window = window
         self.timed_by = ""  # the step-time metric's name
         self.work = Clock()  # the step-time metric's values, added up
@@ -170,6 +170,8 @@ class CostMeter:
         one it was logged at (a framework that logs every 10 steps logs their mean)."""
         if not seconds > 0.0 or step <= self.work.step:
             return
+        if self.times is None:
+            self.times = DoubleRing(max(self.window, 1))
         self.times.put(seconds)
         self.timed_by = metric
         steps = step - self.work.step if self.work.step >= 0 else 1
@@ -203,7 +205,7 @@ class CostMeter:
         """The run's step time now and where it comes from: the mean of the step-time
         metric's newest values, else the timestamps' spacing over as many steps; None when
         nothing times the run."""
-        if len(self.times):
+        if self.times is not None:
             times = self.times.lane()  # oldest first: summed in the order they came
             return sum(times) / len(times), self.timed_by or "step time"
         wall = self.wall

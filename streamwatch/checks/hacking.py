@@ -49,7 +49,7 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.config import HackingSettings
 from streamwatch.detectors import Window
-from streamwatch.detectors.window import robust_sd_sorted, sorted_median
+from streamwatch.detectors.window import DoubleRing, robust_sd_sorted, sorted_median
 from streamwatch.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
@@ -86,7 +86,7 @@ class HackingCheck:
         self.evals = 0
         self._reference = Window(self.s.reference)
         self._reference_n = 0  # train values in the period at the reference
-        self._bends = Bends(self.s.noise_window)
+        self._bends = Bends(self.s.noise_window, ordered=True)
         self.train_at_reference = math.nan
         self.reference_step = -1
         self.cusum = 0.0
@@ -245,22 +245,26 @@ class HackingCheck:
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Bends:
     """Noise of a series from its second differences: the clipped root mean square of the
-    last ``size`` of them, over sqrt(6). The differences are kept in a
-    :class:`~streamwatch.detectors.window.Window`, in order as they come (a shift of a few
-    dozen doubles a value): the held-out side asks for the noise at every evaluation, and a
-    sort then cost more than all the shifts.
+    last ``size`` of them, over sqrt(6). The differences are kept in arrival order (a
+    :class:`~streamwatch.detectors.window.DoubleRing`) and, with ``ordered``, in ascending
+    order too as they come (a :class:`~streamwatch.detectors.window.Window`, whose ring is
+    the same): the held-out side asks for the noise at every evaluation, and sorting them
+    then cost more than keeping them sorted; the train side asks for it rarely, and sorts
+    them then.
 
-    >>> b = Bends(50)
+    >>> b, kept = Bends(50), Bends(50, ordered=True)
     >>> for y in [0.1, 0.3, 0.2, 0.4, 0.3, 0.5]:
     ...     b.update(y)
-    >>> round(b.noise(), 4)
-    0.1225
+    ...     kept.update(y)
+    >>> round(b.noise(), 4), b.noise() == kept.noise()
+    (0.1225, True)
     """
 
-    __slots__ = ("_last", "_last2", "_window")
+    __slots__ = ("_last", "_last2", "_ring", "_window")
 
-    def __init__(self, size: int) -> None:
-        self._window = Window(size)
+    def __init__(self, size: int, ordered: bool = False) -> None:
+        self._window = Window(size) if ordered else None
+        self._ring = self._window.values if self._window is not None else DoubleRing(size)
         self._last = math.nan
         self._last2 = math.nan
 
@@ -268,20 +272,24 @@ class Bends:
         if y - y != 0.0:  # nan or inf
             return
         if self._last2 - self._last2 == 0.0:
-            self._window.update(y - 2.0 * self._last + self._last2)
+            bend = y - 2.0 * self._last + self._last2
+            if self._window is not None:
+                self._window.update(bend)  # (not when the difference overflows)
+            elif bend - bend == 0.0:
+                self._ring.put(bend)
         self._last2, self._last = self._last, y
 
     @property
     def ready(self) -> bool:
-        return len(self._window) >= 3
+        return len(self._ring) >= 3
 
     def noise(self) -> float:
         window = self._window
-        ordered = window.ordered
+        ordered = window.ordered if window is not None else self._ring.ascending()
         limit = 4.0 * robust_sd_sorted(ordered, sorted_median(ordered))
         cap = limit * limit
-        values = window.values.ordered()
+        values = self._ring.ordered()  # doubles, oldest first
         total = 0.0
-        for b in values:  # oldest first
+        for b in values:
             total += min(b * b, cap)
         return math.sqrt(total / float(len(values)) / 6.0)
