@@ -283,7 +283,7 @@ def screen(step: int, columns: list[DriftColumn], xs: vec[float]) -> list[Findin
             col.owed = owed + 1
         elif z - z == 0.0:  # a finite z (a huge x can overflow)
             window = col.window
-            if owed > 0:
+            if owed > 0:  # compiled, the loop boxes its start even when it runs no step
                 for _ in range(owed):
                     _UPDATE(window, 0.0)
             col.owed = -1
