@@ -5,7 +5,9 @@
 
 1. Throughput: a topic (4 partitions) is filled with ``--events`` events of ``--metrics``
    metrics each (50 runs, named like verl's plus generic ones). The same topic is read by a
-   plain kafka-python consumer (no decoding: the client's own ceiling) and then by a Service
+   plain kafka-python consumer (no decoding: the client's own ceiling, with the service's
+   consumer settings; and once more with kafka-python's defaults, which return at most 500
+   records a poll: a slower ceiling) and then by a Service
    (new group; decoding, the engine, checkpoints and commits, incidents to a topic).
    Rates are measured from the first to the last message; the two alternate ``--repeat``
    times and their medians are compared (the machine's noise swings either by 1.5x from one
@@ -117,13 +119,20 @@ def in_process(values: list[bytes]) -> tuple[float, float]:
     return decode, 1 / (1 / decode + 1 / engine)
 
 
-def raw_consume(kwargs: dict[str, Any], topic: str, events: int) -> float:
-    """Messages per second of a plain consumer reading the whole topic (no decoding)."""
+def raw_consume(
+    kwargs: dict[str, Any], topic: str, events: int, max_poll_records: int | None = None
+) -> float:
+    """Messages per second of a plain consumer reading the whole topic (no decoding): with the
+    service's consumer settings, or (``max_poll_records=None``) kafka-python's defaults."""
     from kafka import KafkaConsumer
 
+    settings: dict[str, Any] = {}
+    if max_poll_records is not None:
+        settings["max_poll_records"] = max_poll_records
     consumer: Any = KafkaConsumer(
         topic,
         **kwargs,
+        **settings,
         group_id=f"bench-raw-{uuid.uuid4().hex[:8]}",
         auto_offset_reset="earliest",
         enable_auto_commit=False,
@@ -396,11 +405,14 @@ def main() -> int:
     print(f"topic: {args.events:,} events x {args.metrics} metrics, {size / 2**20:.1f} MiB")
     # raw and service alternate, --repeat times each (every service run a new group, from
     # the start of the topic): the machine's noise hits both, and the medians are compared
-    raws, services = [], []
+    raws, defaults, services = [], [], []
+    same = ServiceSettings.model_fields["max_poll_records"].default
     for i in range(args.repeat):
-        raws.append(raw_consume(kwargs, topic, args.events))
+        raws.append(raw_consume(kwargs, topic, args.events, same))
+        defaults.append(raw_consume(kwargs, topic, args.events))
         services.append(service_consume(args.bootstrap_servers, topic, args.events, f"{tag}-{i}"))
     raw = statistics.median(raws)
+    default_raw = statistics.median(defaults)
     events_s = statistics.median(e for e, _, _, _ in services)
     values_s = statistics.median(v for _, v, _, _ in services)
     steady_s = statistics.median(e for _, _, e, _ in services)
@@ -417,6 +429,11 @@ def main() -> int:
     decode, replay = in_process(values)
     each = ", ".join(f"{r:,.0f}" for r in raws)
     print(f"raw kafka-python consumer (no decoding): {raw:>9,.0f} messages/s (median of {each})")
+    each = ", ".join(f"{r:,.0f}" for r in defaults)
+    print(
+        f"  the same, kafka-python's defaults:      {default_raw:>9,.0f} messages/s "
+        f"(max_poll_records 500, not {same:,}; median of {each})"
+    )
     each = ", ".join(f"{e:,.0f}" for e, _, _, _ in services)
     print(
         f"service, end to end:                     {events_s:>9,.0f} events/s "
@@ -442,8 +459,10 @@ def main() -> int:
     print(f"in process, no Kafka: decoding alone     {decode:>9,.0f} events/s")
     print(f"in process, no Kafka: decoding + engine  {replay:>9,.0f} events/s")
     ratio = events_s / raw
+    on_defaults = events_s / default_raw
     print(f"service / raw consumer: {ratio:.0%} (target >= 45%: "
-          f"{'met' if ratio >= 0.45 else 'NOT met'})")  # fmt: skip
+          f"{'met' if ratio >= 0.45 else 'NOT met'}; "
+          f"{on_defaults:.0%} of the raw consumer on kafka-python's defaults)")  # fmt: skip
     scale = group_s / steady_s
     print(f"{members} processes / one: {scale:.2f}x (target >= 1.6x: "
           f"{'met' if scale >= 1.6 else 'NOT met'})")  # fmt: skip

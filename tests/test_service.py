@@ -33,6 +33,8 @@ from streamwatch.events import Event, Source, finished_event
 from streamwatch.incidents import Incident
 from streamwatch.kafka_tools import _Pacer, record_topic
 from streamwatch.live import Service, ServiceSettings
+from streamwatch.live.consumer import Partition
+from streamwatch.live.kafka import KafkaBroker
 from streamwatch.live.testing import delete_topics
 from streamwatch.monitor import Monitor
 from streamwatch.replay import replay_files
@@ -449,6 +451,45 @@ class PoisonedMonitor(Monitor):
         if (event.run_id, event.step) == self.poison:
             raise ZeroDivisionError("a check divided by zero")
         return super().process(event, origin)
+
+
+class _Quiet:
+    """A rebalance listener with nothing to do."""
+
+    def on_revoked(self, partitions: set[Partition]) -> None:
+        pass
+
+    def on_assigned(self, partitions: set[Partition]) -> None:
+        pass
+
+    def on_lost(self, partitions: set[Partition]) -> None:
+        pass
+
+
+def test_a_poll_returns_at_most_max_poll_records_and_every_record_in_turn(
+    bootstrap: str, names: Names
+) -> None:
+    """The service reads in batches of at most ``max_poll_records`` (large by default, so a
+    poll that empties the client's buffer sends the next fetches before the batch is judged)."""
+    offsets = produce(
+        bootstrap, names.topic, [(b"r", event_bytes("r", s, loss=1.0)) for s in range(30)]
+    )
+    broker = KafkaBroker.for_service(settings(bootstrap, names, max_poll_records=7))
+    consumer = broker.consumer(names.group, [names.topic])
+    consumer.subscribe(names.topic, _Quiet())
+    sizes: list[int] = []
+    seen: list[int] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while len(seen) < len(offsets) and time.monotonic() < deadline:
+            batch = consumer.poll(200)
+            sizes.append(sum(len(records) for records in batch.values()))
+            seen += [r.offset for records in batch.values() for r in records]
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted(offsets)
+    assert max(sizes) == 7
+    assert ServiceSettings.model_fields["max_poll_records"].default == 5000
 
 
 def test_a_record_the_engine_raises_on_goes_to_the_dead_letter_topic_and_the_service_goes_on(

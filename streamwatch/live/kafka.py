@@ -51,6 +51,7 @@ class KafkaBroker:
         *,
         session_timeout_ms: int = 10_000,
         fetch_max_wait_ms: int = 50,
+        max_poll_records: int = 5000,
         max_message_bytes: int = 1_048_576,
         clock: Clock | None = None,
     ) -> None:
@@ -58,6 +59,7 @@ class KafkaBroker:
         self.clock = clock or SystemClock()
         self.session_timeout_ms = session_timeout_ms
         self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.max_poll_records = max_poll_records
         self.max_message_bytes = max_message_bytes
 
     @classmethod
@@ -67,6 +69,7 @@ class KafkaBroker:
             settings.connection.client_kwargs(),
             session_timeout_ms=settings.session_timeout_ms,
             fetch_max_wait_ms=settings.fetch_max_wait_ms,
+            max_poll_records=settings.max_poll_records,
             max_message_bytes=settings.max_message_bytes,
             clock=clock,
         )
@@ -84,6 +87,7 @@ class KafkaBroker:
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
                 fetch_max_wait_ms=self.fetch_max_wait_ms,
+                max_poll_records=self.max_poll_records,
                 session_timeout_ms=self.session_timeout_ms,
                 heartbeat_interval_ms=max(self.session_timeout_ms // 4, 250),
                 max_partition_fetch_bytes=max(self.max_message_bytes + 4096, 1_048_576),

@@ -47,6 +47,12 @@ class ServiceSettings(BaseModel):
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=64)
     session_timeout_ms: int = Field(10_000, ge=1000)
     fetch_max_wait_ms: int = Field(50, ge=0, description="bounds latency at low load")
+    max_poll_records: int = Field(
+        5000,
+        ge=1,
+        description="records a poll returns at most: a poll that empties the client's buffer "
+        "sends the next fetches before the batch is judged",
+    )
     console: bool = True
     console_severity: Severity = Severity.WARNING
     metrics_port: int | None = Field(
