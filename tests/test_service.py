@@ -33,9 +33,8 @@ from streamwatch.events import Event, Source, finished_event
 from streamwatch.incidents import Incident
 from streamwatch.kafka_tools import _Pacer, record_topic
 from streamwatch.live import Service, ServiceSettings
-from streamwatch.live.consumer import Partition
 from streamwatch.live.kafka import KafkaBroker
-from streamwatch.live.testing import delete_topics
+from streamwatch.live.testing import NoListener, delete_topics
 from streamwatch.monitor import Monitor
 from streamwatch.replay import replay_files
 from streamwatch.simulate import Fault, RunSpec, simulate, write_jsonl
@@ -453,19 +452,6 @@ class PoisonedMonitor(Monitor):
         return super().process(event, origin)
 
 
-class _Quiet:
-    """A rebalance listener with nothing to do."""
-
-    def on_revoked(self, partitions: set[Partition]) -> None:
-        pass
-
-    def on_assigned(self, partitions: set[Partition]) -> None:
-        pass
-
-    def on_lost(self, partitions: set[Partition]) -> None:
-        pass
-
-
 def test_a_poll_returns_at_most_max_poll_records_and_every_record_in_turn(
     bootstrap: str, names: Names
 ) -> None:
@@ -476,7 +462,7 @@ def test_a_poll_returns_at_most_max_poll_records_and_every_record_in_turn(
     )
     broker = KafkaBroker.for_service(settings(bootstrap, names, max_poll_records=7))
     consumer = broker.consumer(names.group, [names.topic])
-    consumer.subscribe(names.topic, _Quiet())
+    consumer.subscribe(names.topic, NoListener())
     sizes: list[int] = []
     seen: list[int] = []
     deadline = time.monotonic() + TIMEOUT_S
