@@ -28,14 +28,15 @@ typecheck: setup
 test: setup
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
-# The compiled build of the same source (STREAMWATCH_COMPILE=1: mypyc, see setup.py) in a copy
+# The compiled build of the same source (STREAMWATCH_COMPILE=1: mypyc, profile-guided with
+# STREAMWATCH_PGO=1: built twice around a training run, see setup.py) in a copy
 # of the tracked files under .compiled/, and the test suite run on it (the doctests ran against
 # the source in `make test`: pytest cannot collect them from a C extension).
 COMPILED := .compiled
 compiled: setup
 	rm -rf $(COMPILED) && mkdir -p $(COMPILED)
 	git ls-files -z | xargs -0 cp --parents -t $(COMPILED)
-	cd $(COMPILED) && STREAMWATCH_COMPILE=1 $(CURDIR)/$(PY) setup.py -q build_ext --inplace >build.log 2>&1 \
+	cd $(COMPILED) && STREAMWATCH_COMPILE=1 STREAMWATCH_PGO=1 $(CURDIR)/$(PY) setup.py -q build_ext --inplace >build.log 2>&1 \
 	  || { tail -40 build.log; exit 1; }
 
 test-compiled: compiled
