@@ -19,8 +19,9 @@ another checkout (say the commit before a change: ``git worktree add /tmp/base <
 of its compiled build (``make compiled COMPILED=/tmp/cbase`` in that checkout), labelled with
 the build it imports; an old checkout's compiled core too when it has one installed
 (``streamwatch_native``; ``STREAMWATCH_NATIVE=0`` turns it off).
-Then replay end to end (files read, decoded and judged: ``replay_files``) and the resident
-memory a Monitor adds per (run, metric) series.
+Then replay end to end (files read, decoded and judged: ``replay_files``; with ``--compiled``
+the compiled build's too, in a fresh process) and the resident memory a Monitor adds per
+(run, metric) series.
 Targets: replay >= 250,000 values/s on one core; <= 10 KB per series.
 """
 
@@ -268,10 +269,13 @@ def main() -> None:
         start = time.perf_counter()
         result = replay_files([files["real"][0]])
         seconds = time.perf_counter() - start
-    print(
-        f"replay end to end (read, decode, engine) of file real: "
-        f"{result.values / seconds:,.0f} values/s ({seconds:.1f} s)"
-    )
+        print(
+            f"replay end to end (read, decode, engine) of file real: "
+            f"{result.values / seconds:,.0f} values/s ({seconds:.1f} s)"
+        )
+        if args.compiled is not None:
+            rate = compiled_replay(engines[1][1], files["real"][0])
+            print(f"  the same, {engines[1][0]}: {rate:,.0f} values/s")
     print("target: replay >= 250,000 values/s")
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         per = pool.apply(memory_per_series, (args.series,))
@@ -279,6 +283,23 @@ def main() -> None:
     if args.compiled is not None:
         print(f"  the same, {engines[1][0]}: {compiled_memory(engines[1][1], args.series):.1f} KB")
     print("target: <= 10 KB per series")
+
+
+def compiled_replay(tree: Path, path: Path) -> float:
+    """Replay end to end of ``path`` in a fresh process that imports ``tree``'s build."""
+    code = (
+        "import sys, time; from streamwatch.replay import replay_files; "
+        "t = time.perf_counter(); r = replay_files([sys.argv[1]]); "
+        "print(r.values / (time.perf_counter() - t))"
+    )
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    run = subprocess.run
+    out = run(
+        [sys.executable, "-c", code, str(path)], env=env, cwd=tree, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{tree}: {out.stderr.strip().splitlines()[-1]}")
+    return float(out.stdout)
 
 
 def compiled_memory(tree: Path, series: int) -> float:
