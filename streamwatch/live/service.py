@@ -374,7 +374,8 @@ class Service:
 
     # -- messages -----------------------------------------------------------------------------
     def _process(self, batch: Mapping[Partition, Sequence[Record]]) -> None:
-        own = self._now_running().ownership
+        running = self._now_running()
+        own = running.ownership
         received = self.clock.now()
         for tp, records in batch.items():
             p = tp.partition
@@ -393,17 +394,22 @@ class Service:
             dirty = own.dirty.setdefault(p, set())
             prefix = f"{tp.topic}/{p}@"
             for record in records:
-                self._record(record, prefix + str(record.offset), p, received, dirty)
+                self._record(record, prefix + str(record.offset), p, received, dirty, running)
             own.position[p] = records[-1].offset + 1
         problems = self.monitor.drain_problems()
         if problems:
-            self._now_running().emitter.problems(problems, "engine")
+            running.emitter.problems(problems, "engine")
 
     def _record(
-        self, record: Record, origin: str, p: int, received: float, dirty: set[str]
+        self,
+        record: Record,
+        origin: str,
+        p: int,
+        received: float,
+        dirty: set[str],
+        running: Parts,
     ) -> None:
         """One message: decoded, judged, its updates emitted."""
-        running = self._now_running()
         own, emitter = running.ownership, running.emitter
         decoded = decode_message(record.value, origin, max_bytes=self.settings.max_message_bytes)
         event = decoded.event
@@ -432,7 +438,8 @@ class Service:
             self._live.observe(event)
         if self.actor is not None:
             updates = [*updates, *self.actor.see(run_id, event.step, event.tags, updates)]
-        self._emit(updates)
+        if updates:
+            emitter.incidents(updates)
         if event.tags and is_finished(event):
             emitter.run_ended(run_id)
             if self.actor is not None:
