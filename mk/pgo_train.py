@@ -23,7 +23,8 @@ def real_events(steps: int = 300) -> list[Event]:
     for path in sorted(REAL.glob("*.jsonl")):
         rows = [json.loads(line) for line in path.open()]
         rows = [r for r in rows if r["step"] >= 1]
-        runs.append((path.stem, rows + rows[::-1]))
+        if rows:
+            runs.append((path.stem, rows + rows[::-1]))
     return [
         Event(run_id=name, step=i + 1, metrics=rows[i % len(rows)]["metrics"])
         for i in range(steps)
