@@ -4,7 +4,7 @@ VENV ?= .venv
 
 -include mk/kafka.mk
 
-LINTED := streamwatch tests benchmarks $(wildcard producers)
+LINTED := streamwatch tests benchmarks mk $(wildcard producers)
 
 .PHONY: setup lint typecheck test test-compiled check demo bench faults examples clean
 
