@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 from setuptools import setup
@@ -43,6 +44,10 @@ class GuidedBuild(build_ext):
     """build_ext twice: instrumented, then guided by the profile of a training run."""
 
     def run(self) -> None:
+        if not _gcc():
+            print("STREAMWATCH_PGO: the C compiler is not GCC; building without a profile")
+            super().run()
+            return
         profile = Path(self.build_temp).resolve() / "pgo"
         shutil.rmtree(profile, ignore_errors=True)
         self._flags([f"-fprofile-generate={profile}"], [f"-fprofile-generate={profile}"])
@@ -63,6 +68,17 @@ class GuidedBuild(build_ext):
                 base = ext._base_args = (list(ext.extra_compile_args), list(ext.extra_link_args))
             ext.extra_compile_args = [*base[0], *compile_args]
             ext.extra_link_args = [*base[1], *(link_args or [])]
+
+
+def _gcc() -> bool:
+    """Whether the C compiler extensions are built with is GCC (clang's profiles need a
+    merge step this build does not take)."""
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
+    try:
+        out = subprocess.run([*cc, "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    return "clang" not in out.lower() and ("gcc" in out.lower() or "free software" in out.lower())
 
 
 if __name__ == "setup_modules":  # read by a test for the list above
