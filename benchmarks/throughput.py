@@ -286,28 +286,29 @@ def main() -> None:
 
 
 def compiled_replay(tree: Path, path: Path) -> float:
-    """Replay end to end of ``path`` in a fresh process that imports ``tree``'s build."""
+    """Replay end to end of ``path``, in values/s, in a fresh process that imports ``tree``'s
+    build."""
     code = (
         "import sys, time; from streamwatch.replay import replay_files; "
         "t = time.perf_counter(); r = replay_files([sys.argv[1]]); "
         "print(r.values / (time.perf_counter() - t))"
     )
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    run = subprocess.run
-    out = run(
-        [sys.executable, "-c", code, str(path)], env=env, cwd=tree, capture_output=True, text=True
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{tree}: {out.stderr.strip().splitlines()[-1]}")
-    return float(out.stdout)
+    return _in_tree(tree, code, str(path))
 
 
 def compiled_memory(tree: Path, series: int) -> float:
     """:func:`memory_per_series` in a fresh process that imports ``tree``'s build, in KB."""
     code = f"import throughput; print(throughput.memory_per_series({series}) / 1024)"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), str(ROOT / "benchmarks")]))
+    return _in_tree(tree, code, path=[str(ROOT / "benchmarks")])
+
+
+def _in_tree(tree: Path, code: str, *args: str, path: list[str] | None = None) -> float:
+    """The number ``code`` prints, run in a fresh process that imports ``tree``'s build."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), *(path or [])]))
     run = subprocess.run
-    out = run([sys.executable, "-c", code], env=env, cwd=tree, capture_output=True, text=True)
+    out = run(
+        [sys.executable, "-c", code, *args], env=env, cwd=tree, capture_output=True, text=True
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{tree}: {out.stderr.strip().splitlines()[-1]}")
     return float(out.stdout)
