@@ -24,11 +24,12 @@ from setuptools.command.build_ext import build_ext
 
 #: The hot path: the engine's per-value work (pydantic models stay interpreted).
 COMPILED = [
-    "streamwatch/monitor.py",
-    "streamwatch/run.py",
-    "streamwatch/indicators.py",
-    "streamwatch/cost.py",
-    "streamwatch/findings.py",
+    "streamwatch/engine/monitor.py",
+    "streamwatch/engine/run.py",
+    "streamwatch/engine/series.py",
+    "streamwatch/engine/indicators.py",
+    "streamwatch/engine/cost.py",
+    "streamwatch/engine/findings.py",
     *sorted(str(p) for p in Path("streamwatch/checks").glob("*.py") if p.name != "__init__.py"),
     *sorted(str(p) for p in Path("streamwatch/detectors").glob("*.py") if p.name != "__init__.py"),
 ]

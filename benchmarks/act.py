@@ -31,12 +31,12 @@ from typing import Any
 from streamwatch.actions.actor import Actor
 from streamwatch.actions.config import ActionRule
 from streamwatch.actions.log import ActionLog
+from streamwatch.client.integrations.hf import StreamwatchCallback
+from streamwatch.client.integrations.loop import run_loop
+from streamwatch.client.publish import Publisher
 from streamwatch.config import Config
 from streamwatch.incidents import Incident, Severity
-from streamwatch.integrations.hf import StreamwatchCallback
-from streamwatch.integrations.loop import run_loop
 from streamwatch.live import Service, ServiceSettings
-from streamwatch.publish import Publisher
 from streamwatch.simulate import RunSpec, healthy_spec, random_fault_spec, simulate_run
 from streamwatch.sources.kafka import KafkaConnection
 

@@ -33,7 +33,7 @@ from streamwatch.alerting.config import AlertingConfig
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.testing import SilentListener
 from streamwatch.clock import SystemClock
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
 from streamwatch.simulate import FAULT_KINDS, Fault, RunSpec, simulate, write_jsonl
 
 clock = SystemClock()

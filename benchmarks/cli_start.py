@@ -23,7 +23,7 @@ COMMANDS = [
 ]
 _PROBE = (
     "import sys\n"
-    "from streamwatch.cli import main\n"
+    "from streamwatch.cli.main import main\n"
     "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
     "heavy = {'river', 'scipy', 'numpy', 'plotly'}\n"
     "print(','.join(sorted({m.split('.')[0] for m in sys.modules} & heavy)) or '-',"
@@ -34,7 +34,7 @@ _PROBE = (
 def _time(argv: list[str], repeat: int) -> tuple[float, str]:
     times = []
     heavy = ""
-    command = [sys.executable, "-m", "streamwatch.cli", *argv]
+    command = [sys.executable, "-m", "streamwatch.cli.main", *argv]
     for _ in range(repeat):
         start = time.perf_counter()
         subprocess.run(command, capture_output=True, cwd=ROOT, check=False, timeout=60)

@@ -16,8 +16,8 @@ import statistics
 import time
 from collections.abc import Sequence
 
-from streamwatch.scoring import score_healthy, score_kind
 from streamwatch.simulate import FAULT_KINDS, GRADUAL_KINDS, RAMP_RANGE
+from streamwatch.simulate.scoring import score_healthy, score_kind
 
 _UNIT = {"run_stalled": "cadences", "reward_hacking": "evals"}
 _FORMS = ("fast", "gradual")

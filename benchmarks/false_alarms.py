@@ -26,9 +26,9 @@ from typing import Any
 
 from healthy_family import family_run
 
+from streamwatch.engine.monitor import Monitor
 from streamwatch.incidents import Incident, Severity, Status
-from streamwatch.monitor import Monitor
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "real"

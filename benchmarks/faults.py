@@ -38,8 +38,8 @@ from typing import Any
 from streamwatch.alerting.config import AlertingConfig
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.testing import Received, RecordingReceiver, Reply, incident
+from streamwatch.client.publish import Publisher
 from streamwatch.live.testing import blackhole_broker, open_fds
-from streamwatch.publish import Publisher
 
 SCENARIOS = (
     "poisoned",

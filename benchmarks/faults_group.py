@@ -21,7 +21,7 @@ from typing import Any
 
 from faults_kafka import BOOTSTRAP, ROOT, _kafka, _running, records
 
-from streamwatch.monitor import Monitor
+from streamwatch.engine.monitor import Monitor
 from streamwatch.simulate import Fault, RunSpec, simulate
 
 Key = tuple[str, str, str]
@@ -83,7 +83,7 @@ def consumer_kill(
     procs: list[subprocess.Popen[str]] = []
     try:
         admin.create_topics([NewTopic(topic, 4, 3)])
-        args = [sys.executable, "-m", "streamwatch.cli_kafka", "run"]
+        args = [sys.executable, "-m", "streamwatch.cli.kafka", "run"]
         args += ["--bootstrap-servers", BOOTSTRAP, "--topic", topic, "--group", topic]
         args += ["--incidents-topic", topic + ".incidents", "--state-topic", topic + ".state"]
         args += ["--dead-letter-topic", "", "--commit-interval", "1", "--quiet"]

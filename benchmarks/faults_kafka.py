@@ -1,7 +1,7 @@
 """The Kafka fault tests of ``benchmarks/faults.py``, on the project's three-node cluster.
 
 ``leader_kill``:
-Publishers (one :class:`~streamwatch.publish.Publisher` per simulated rank, ``acks=all``)
+Publishers (one :class:`~streamwatch.client.publish.Publisher` per simulated rank, ``acks=all``)
 write to a topic with three replicas (``min.insync.replicas=2``) while, ``kills`` times, the
 leader of one partition is SIGKILLed (``docker/kafka.sh kill-node``) and started again.
 Afterwards the topic is read back whole and compared with what the publishers counted:
@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from streamwatch.publish import Publisher
+from streamwatch.client.publish import Publisher
 
 ROOT = Path(__file__).resolve().parent.parent
 KAFKA_SH = ROOT / "docker" / "kafka.sh"
@@ -203,7 +203,7 @@ def malformed_flood(bad: int = 50_000, good: int = 2_000) -> str:
                 expected[reason] += 1
         producer.flush()
         producer.close()
-        args = [sys.executable, "-m", "streamwatch.cli_kafka", "run"]
+        args = [sys.executable, "-m", "streamwatch.cli.kafka", "run"]
         args += ["--bootstrap-servers", BOOTSTRAP, "--topic", topic, "--group", topic]
         args += ["--dead-letter-topic", dead, "--incidents-topic", "", "--state-topic", ""]
         args += ["--max-message-bytes", "4096", "--max-idle", "30", "--quiet"]

@@ -38,7 +38,7 @@ PROCESS = "CPyDef_monitor___Monitor___process"  # Monitor.process, compiled
 
 LOOP = """
 import sys
-from streamwatch.monitor import Monitor
+from streamwatch.engine.monitor import Monitor
 from streamwatch.sources import FileSource
 events = list(FileSource(sys.argv[1]))
 for _ in range(int(sys.argv[2])):
@@ -50,7 +50,7 @@ for _ in range(int(sys.argv[2])):
 #: one Monitor fed the first ``argv[2]`` fraction of the events
 UPTO = """
 import sys
-from streamwatch.monitor import Monitor
+from streamwatch.engine.monitor import Monitor
 from streamwatch.sources import FileSource
 events = list(FileSource(sys.argv[1]))
 monitor = Monitor()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from streamwatch.report.ledger_calibration import null_sweep
+from streamwatch.ledger.calibration import null_sweep
 from streamwatch.report.policy import Verdict
 from streamwatch.simulate import Fault
 

@@ -3,8 +3,9 @@ a projection, and how close the projected crossing step came to the actual one.
 
 A projection is made when an incident of entropy collapse, length explosion, truncation
 saturation or reward hacking is raised or updated, and shown only when its fit is good
-(``streamwatch/projection.py``); the actual crossing is the first later step at which the
-series' centred 5-value median passes the projected level (``streamwatch/scoring_projection.py``).
+(``streamwatch/engine/projection.py``); the actual crossing is the first later step at which the
+series' centred 5-value median passes the projected level
+(``streamwatch/simulate/scoring_projection.py``).
 
     python benchmarks/projection.py [--seeds 30] [--first-seed 0] [--forms gradual,fast]
 """
@@ -15,8 +16,8 @@ import argparse
 import platform
 import time
 
-from streamwatch.projection import PROJECTED
-from streamwatch.scoring_projection import ProjectionScore, score_projection
+from streamwatch.engine.projection import PROJECTED
+from streamwatch.simulate.scoring_projection import ProjectionScore, score_projection
 
 _FORMS = ("gradual", "fast")
 

@@ -23,7 +23,7 @@ import sys
 import time
 import uuid
 
-from streamwatch.publish import Publisher
+from streamwatch.client.publish import Publisher
 
 TARGET_MEDIAN_US = 20.0
 

@@ -51,10 +51,10 @@ from typing import Any
 import streamwatch
 from streamwatch import build
 from streamwatch.config import Config
+from streamwatch.engine.monitor import Monitor
 from streamwatch.incidents import Incident, Status
-from streamwatch.kafka_tools import TopicSpec, ensure_topics
 from streamwatch.live import Service, ServiceSettings
-from streamwatch.monitor import Monitor
+from streamwatch.live.kafka_tools import TopicSpec, ensure_topics
 from streamwatch.sources.kafka import KafkaConnection, decode_message
 
 PARTITIONS = 4

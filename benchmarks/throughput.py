@@ -40,10 +40,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from streamwatch.engine.indicators import Indicator, IndicatorMap
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event
-from streamwatch.indicators import Indicator, IndicatorMap
-from streamwatch.monitor import Monitor
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
 from streamwatch.simulate import healthy_spec, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,7 +62,7 @@ RL = {
 #: in a fresh process: decode, warm up untimed, time the rest; print values/s
 STEADY = """
 import gc, sys, time
-from streamwatch.monitor import Monitor
+from streamwatch.engine.monitor import Monitor
 from streamwatch.sources import FileSource
 events = list(FileSource(sys.argv[1]))
 warm = int(len(events) * float(sys.argv[2]))
@@ -82,8 +82,8 @@ print(values / (time.perf_counter() - start))
 CHECKS_ALONE = """
 import gc, sys, time
 from streamwatch.config import EngineConfig
-from streamwatch.indicators import IndicatorMap
-from streamwatch.run import RunState
+from streamwatch.engine.indicators import IndicatorMap
+from streamwatch.engine.run import RunState
 from streamwatch.sources import FileSource
 events = list(FileSource(sys.argv[1]))
 warm = int(len(events) * float(sys.argv[2]))
@@ -289,7 +289,7 @@ def compiled_replay(tree: Path, path: Path) -> float:
     """Replay end to end of ``path``, in values/s, in a fresh process that imports ``tree``'s
     build."""
     code = (
-        "import sys, time; from streamwatch.replay import replay_files; "
+        "import sys, time; from streamwatch.replay.files import replay_files; "
         "t = time.perf_counter(); r = replay_files([sys.argv[1]]); "
         "print(r.values / (time.perf_counter() - t))"
     )

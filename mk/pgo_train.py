@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import streamwatch
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event
-from streamwatch.monitor import Monitor
 from streamwatch.simulate import FAULT_KINDS, healthy_spec, random_fault_spec, simulate
 
 REAL = Path(__file__).resolve().parent.parent / "tests" / "data" / "real"

@@ -6,7 +6,7 @@
 
 Starts one process per (host, rank). Each publishes, for every simulated run, the events of
 its own rank (:mod:`streamwatch.simulate`) through its own
-:class:`~streamwatch.publish.Publisher`, as a training process would: host and rank from the
+:class:`~streamwatch.client.publish.Publisher`, as a training process would: host and rank from the
 simulated source, ``ts`` from the publisher's clock. The simulated timeline is replayed at
 ``--step-seconds`` of wall time per nominal step, so slow steps, stragglers and stalls keep
 their shape (0: as fast as possible). Runs are named ``sim-<seed>-<i>`` and seeded
@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streamwatch.publish import DEFAULT_TOPIC, Publisher
+from streamwatch.client.publish import DEFAULT_TOPIC, Publisher
 from streamwatch.simulate import FAULT_KINDS, Fault, RunSpec, simulate
 
 __all__ = ["RankJob", "build_specs", "main", "parse_fault", "publish_rank"]

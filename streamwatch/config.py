@@ -1,5 +1,8 @@
 """Typed configuration: every default in one place, validated at start-up.
 
+One module because every setting and its default lives in one place, typed and
+checked at start-up, with the loader and the environment's options beside them.
+
 Defaults of the health checks were measured on the simulator (30+ seeds per failure kind, see
 ``benchmarks/detection.py``) and on the real healthy runs in ``tests/data/real``; the comment
 beside each says what it means, not how it was found.
@@ -28,8 +31,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from streamwatch.actions.config import ActionRule
 from streamwatch.alerting.config import AlertingConfig
+from streamwatch.engine.indicators import PRESETS
 from streamwatch.incidents import KINDS, Severity
-from streamwatch.indicators import PRESETS
 
 __all__ = [
     "ENV_PREFIX",
@@ -408,7 +411,7 @@ class StragglerSettings(_Section):
 
 
 class CostSettings(_Section):
-    """What an incident costs (:mod:`streamwatch.cost`): steps since its onset x the run's
+    """What an incident costs (:mod:`streamwatch.engine.cost`): steps since its onset x the run's
     step time x its GPUs."""
 
     gpus: int | None = Field(
@@ -421,7 +424,7 @@ class CostSettings(_Section):
 
 
 class ProjectionSettings(_Section):
-    """Where a failure that builds is heading (:mod:`streamwatch.projection`)."""
+    """Where a failure that builds is heading (:mod:`streamwatch.engine.projection`)."""
 
     window: int = Field(
         40, ge=8, description="newest values (evaluations, for held-out) kept per series"

@@ -1,6 +1,6 @@
 """Incidents: the contract (the model every sink, topic and report reads), its kinds and
 severities, and a stable fingerprint. What checks report and the firing -> resolved lifecycle
-that turns their findings into incident updates are in :mod:`streamwatch.findings`.
+that turns their findings into incident updates are in :mod:`streamwatch.engine.findings`.
 """
 
 from __future__ import annotations
@@ -95,9 +95,9 @@ class Incident(BaseModel):
     message: str
     evidence: dict[str, Any] = Field(default_factory=dict)
     remedies: list[str] = Field(default_factory=list)
-    #: the compute spent since the onset (:mod:`streamwatch.cost`); None when not timed
+    #: the compute spent since the onset (:mod:`streamwatch.engine.cost`); None when not timed
     cost: dict[str, Any] | None = None
-    #: where a failure that builds is heading (:mod:`streamwatch.projection`)
+    #: where a failure that builds is heading (:mod:`streamwatch.engine.projection`)
     projection: dict[str, Any] | None = None
     #: what was done about it (``[[actions]]``): ``{"rule", "do", "status", "step", "detail"}``
     #: items, on the update that reports them; absent from the JSON while empty

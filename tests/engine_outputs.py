@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from streamwatch.incidents import Incident
-from streamwatch.replay import replay_files
-from streamwatch.scoring import replay_spec
+from streamwatch.replay.files import replay_files
 from streamwatch.simulate import FAULT_KINDS, healthy_spec, random_fault_spec
+from streamwatch.simulate.scoring import replay_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples" / "logs").glob("*.jsonl"))

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event
 from streamwatch.incidents import Incident, Severity, Status
-from streamwatch.monitor import Monitor
 from streamwatch.simulate import healthy_spec, simulate_run
 
 Edit = Callable[[dict[str, float]], dict[str, float]]

@@ -31,12 +31,12 @@ from streamwatch.actions.record import ActionRecord, describe
 from streamwatch.alerting.message import Message
 from streamwatch.alerting.notify.slack import slack_payload
 from streamwatch.alerting.silence import SilenceFile, add_silence
+from streamwatch.client.control import is_stop_for
 from streamwatch.clock import ManualClock
 from streamwatch.config import Config, ConfigError, load_config
-from streamwatch.control import is_stop_for
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event
 from streamwatch.incidents import Incident, Severity
-from streamwatch.monitor import Monitor
 from streamwatch.simulate import RunSpec, random_fault_spec, simulate_run
 from streamwatch.sources import read_events
 
@@ -500,7 +500,7 @@ def test_config_defaults_have_no_actions() -> None:
 
 
 def _service_parts() -> tuple[Any, ManualClock]:
-    from streamwatch.kafka_tools import TopicSpec
+    from streamwatch.live.kafka_tools import TopicSpec
     from streamwatch.live.testing import FakeBroker
 
     clock = ManualClock()
@@ -535,7 +535,7 @@ def _publish(broker: Any, events: Sequence[Event]) -> None:
 
 
 def _control(broker: Any) -> list[dict[str, Any]]:
-    from streamwatch.control import parse
+    from streamwatch.client.control import parse
 
     return [m for r in broker.records("control") if (m := parse(r.value)) is not None]
 
@@ -577,7 +577,7 @@ def test_a_service_that_takes_over_before_the_confirmation_acts_once_after_it() 
 
 
 def test_a_publisher_listening_for_stops_without_a_broker_never_blocks_and_closes() -> None:
-    from streamwatch.publish import Publisher
+    from streamwatch.client.publish import Publisher
 
     pub = Publisher("127.0.0.1:1", run_id="r", stop_requests=True, host="h", rank=0)
     started = time.monotonic()
@@ -593,7 +593,7 @@ def test_a_publisher_listening_for_stops_without_a_broker_never_blocks_and_close
 def test_check_config_lists_the_actions_and_refuses_one_on_info(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from streamwatch.cli import main
+    from streamwatch.cli.main import main
 
     path = tmp_path / "streamwatch.toml"
     path.write_text(

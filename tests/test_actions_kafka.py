@@ -25,12 +25,12 @@ import pytest
 from streamwatch.actions.actor import Actor
 from streamwatch.actions.config import ActionRule
 from streamwatch.actions.log import ActionLog
+from streamwatch.client.control import parse
+from streamwatch.client.integrations.hf import StreamwatchCallback
+from streamwatch.client.integrations.loop import run_loop
 from streamwatch.config import Config, EngineConfig
-from streamwatch.control import parse
 from streamwatch.events import Event
 from streamwatch.incidents import Incident, Severity
-from streamwatch.integrations.hf import StreamwatchCallback
-from streamwatch.integrations.loop import run_loop
 from streamwatch.live import Service, ServiceSettings
 from streamwatch.live.testing import delete_topics
 from streamwatch.simulate import RunSpec, random_fault_spec, simulate_run
@@ -188,7 +188,7 @@ def test_a_confirmed_critical_incident_checkpoints_and_stops_the_training_loop(
 def test_a_service_restarted_after_the_stop_request_sends_no_second_one(
     bootstrap: str, names: Names, tmp_path: Path
 ) -> None:
-    from streamwatch.publish import Publisher
+    from streamwatch.client.publish import Publisher
 
     steps = collapse_steps("grpo-restart", steps=600)
     cut = 162 + 60  # 60 steps after the critical incident
@@ -294,7 +294,7 @@ def test_watch_stop_pid_signals_a_local_trainer_writing_its_own_log(tmp_path: Pa
         [
             sys.executable,
             "-c",
-            "import sys; from streamwatch.cli import main; sys.exit(main())",
+            "import sys; from streamwatch.cli.main import main; sys.exit(main())",
             "watch",
             str(log),
             "--stop-pid",

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from streamwatch.alerting.cli import (
+from streamwatch.alerting.config import AlertingConfig, AlertingConfigError
+from streamwatch.alerting.silence import read_silences
+from streamwatch.alerting.testing import RecordingReceiver, Reply, incident
+from streamwatch.cli.alerting import (
     add_alert_args,
     add_silence_commands,
     add_test_route_command,
@@ -17,9 +20,6 @@ from streamwatch.alerting.cli import (
     run_silence_command,
     run_test_route,
 )
-from streamwatch.alerting.config import AlertingConfig, AlertingConfigError
-from streamwatch.alerting.silence import read_silences
-from streamwatch.alerting.testing import RecordingReceiver, Reply, incident
 from streamwatch.config import ConfigError
 
 

@@ -407,6 +407,6 @@ def test_the_config_module_imports_only_the_incident_model() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == (
-        "['streamwatch', 'streamwatch.alerting', 'streamwatch.alerting.config', "
-        "'streamwatch.incidents']"
+        "['streamwatch', 'streamwatch._moved', 'streamwatch.alerting', "
+        "'streamwatch.alerting.config', 'streamwatch.incidents']"
     )

@@ -13,7 +13,7 @@ import pytest
 from streamwatch.alerting.config import AlertingConfig
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.lock import StateDirInUse
-from streamwatch.cli import main
+from streamwatch.cli.main import main
 
 HOLDER = """
 import sys

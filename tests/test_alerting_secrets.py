@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from streamwatch.alerting import cli
 from streamwatch.alerting.config import AlertingConfig, AlertingConfigError, Receiver
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.notify.webhook import WebhookNotifier
 from streamwatch.alerting.testing import RecordingReceiver, Reply, free_port, incident
+from streamwatch.cli import alerting as cli
 
 TOKEN = "T0KEN-9f8e7d6c5b4a"
 SECRET = "s1gning-s3cret-42xyz"

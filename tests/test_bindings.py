@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from streamwatch.engine.indicators import PRESETS, Indicator, IndicatorMap
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event
-from streamwatch.indicators import PRESETS, Indicator, IndicatorMap
-from streamwatch.monitor import Monitor
 from streamwatch.sources import FileSource
 
 FORMATS = Path(__file__).parent / "data" / "formats"
@@ -168,7 +168,7 @@ def test_what_a_name_is_bound_to_by_its_words(name: str, indicator: str | None) 
 def test_inspect_says_which_metrics_were_bound_by_their_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from streamwatch.cli import main
+    from streamwatch.cli.main import main
 
     log = tmp_path / "custom.jsonl"
     rows = [
@@ -195,7 +195,7 @@ def test_field_rows_in_a_users_own_names_need_no_alias(case: str) -> None:
     the same incidents fire: truncation and no signal in one, nothing in the healthy one."""
     from streamwatch.config import Config
     from streamwatch.incidents import Status
-    from streamwatch.replay import replay_files
+    from streamwatch.replay.files import replay_files
 
     field = Path(__file__).parent / "data" / "field"
     (spec,) = [c for c in json.loads((field / "cases.json").read_text("utf-8")) if c["id"] == case]
@@ -227,8 +227,8 @@ def test_a_held_out_metric_logged_once_hands_over_to_the_one_logged_at_every_eva
     val-aux/aime_2024/reward/mean@16 at every evaluation (every 10 steps, -0.77 -> -0.59):
     after three evaluations without the first, the second feeds the held-out reward, which
     the run's context then reads (before, its held-out reward was one value)."""
-    from streamwatch.bindings import format_bindings
-    from streamwatch.replay import replay_files
+    from streamwatch.engine.bindings import format_bindings
+    from streamwatch.replay.files import replay_files
 
     result = replay_files([OPD_LOG / "output.log"])
     [rb] = result.bindings

@@ -6,8 +6,8 @@ from __future__ import annotations
 import tracemalloc
 
 from streamwatch.config import Config, EngineConfig
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event
-from streamwatch.monitor import Monitor
 
 
 def test_an_event_with_40000_metrics_adds_only_the_bound() -> None:

@@ -32,7 +32,7 @@ if sys.argv[2] == "pure":  # the package's modules from their .py source only
     sys.path_hooks.insert(0, sources_only)
     sys.path_importer_cache.clear()
 from streamwatch import build
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
 print(build())
 for path in paths:
     try:

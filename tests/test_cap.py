@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from streamwatch.config import Config
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event
 from streamwatch.incidents import Incident, Severity, Status
-from streamwatch.monitor import Monitor
 from streamwatch.simulate import healthy_spec, simulate_run
 
 FIELD = Path(__file__).parent / "data" / "field"

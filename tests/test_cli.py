@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from streamwatch.cli import main
+from streamwatch.cli.main import main
 from streamwatch.incidents import Status
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
 from streamwatch.simulate import Fault, RunSpec, simulate_run, write_jsonl
 
 HEALTHY_REAL = Path(__file__).parent / "data" / "real" / "verl-grpo-q3b_fsdp_base.jsonl"
@@ -300,8 +300,8 @@ def test_the_listed_commands_are_the_commands() -> None:
     the full parser has."""
     import argparse
 
-    from streamwatch.cli import COMMANDS
-    from streamwatch.cli_args import build_parser
+    from streamwatch.cli.args import build_parser
+    from streamwatch.cli.main import COMMANDS
 
     (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     helps = {c.dest: c.help for c in sub._choices_actions}
@@ -324,7 +324,7 @@ def test_light_commands_import_no_engine_numpy_or_plotly(argv: list[str], tmp_pa
     args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     code = (
         "import sys\n"
-        "from streamwatch.cli import main\n"
+        "from streamwatch.cli.main import main\n"
         f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
         "heavy = ('river', 'scipy', 'numpy', 'plotly')\n"
         "loaded = sorted({m.split('.')[0] for m in sys.modules} & set(heavy))\n"

@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from streamwatch.cli import main
-from streamwatch.cli_args import build_parser
-from streamwatch.cli_env import _own, _parsers, _shows_default, prepare
-from streamwatch.commands import COMMANDS
+from streamwatch.cli.args import build_parser
+from streamwatch.cli.commands import COMMANDS
+from streamwatch.cli.env import _own, _parsers, _shows_default, prepare
+from streamwatch.cli.main import main
 
 FIELD = Path(__file__).parent / "data" / "field"
 #: a real NaN KL (critical) and a real step where every reward was 0 (a warning)
 KL_NAN = FIELD / "ms-swift-4465-kl-nan-step-300.jsonl"
 ZERO_REWARD = FIELD / "verl-2088-all-rewards-zero.jsonl"
-STREAMWATCH = [sys.executable, "-m", "streamwatch.cli"]
+STREAMWATCH = [sys.executable, "-m", "streamwatch.cli.main"]
 
 #: the arguments each command needs to parse at all
 NEEDED = {

@@ -10,8 +10,8 @@ import pytest
 
 from streamwatch.checks import ComponentsCheck, is_component
 from streamwatch.config import HackingSettings
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event
-from streamwatch.monitor import Monitor
 
 S = HackingSettings()
 

@@ -30,10 +30,10 @@ from streamwatch.checks import (
 )
 from streamwatch.config import EngineConfig
 from streamwatch.detectors import Ewma, Persistence, TrendBreak, Window
+from streamwatch.engine.findings import Finding
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event, Source
-from streamwatch.findings import Finding
 from streamwatch.incidents import KINDS, Kind, Severity
-from streamwatch.monitor import Monitor
 
 _E = EngineConfig()
 

@@ -15,11 +15,11 @@ from streamwatch.alerting.notify.discord import discord_payload
 from streamwatch.alerting.notify.email import email_message
 from streamwatch.alerting.notify.slack import check_block_kit, slack_payload
 from streamwatch.config import Config, EngineConfig
+from streamwatch.engine.monitor import Monitor
+from streamwatch.engine.snapshot import dump_run, load_run
 from streamwatch.events import Event, Source
 from streamwatch.incidents import Incident, Status
-from streamwatch.monitor import Monitor
-from streamwatch.replay import format_summary, replay_files
-from streamwatch.snapshot import dump_run, load_run
+from streamwatch.replay.files import format_summary, replay_files
 
 REAL = Path(__file__).parent / "data" / "real" / "verl-grpo-q3b_fsdp_base.jsonl"
 NAN_STEP = 60
@@ -167,7 +167,7 @@ def test_the_report_says_what_each_run_spent(broken_run: Path, tmp_path: Path) -
 
 
 def test_a_long_run_is_priced_from_a_bounded_clock() -> None:
-    from streamwatch.cost import CostMeter
+    from streamwatch.engine.cost import CostMeter
 
     meter = CostMeter(gpus=2)
     times = [20.0 + (step % 97) * 0.5 + step / 100 for step in range(20_001)]  # slower and slower

@@ -14,8 +14,8 @@ from functools import cache
 import pytest
 
 from streamwatch.incidents import Kind
-from streamwatch.scoring import KindScore, score_healthy, score_kind
 from streamwatch.simulate import FAULT_KINDS, GRADUAL_KINDS
+from streamwatch.simulate.scoring import KindScore, score_healthy, score_kind
 
 pytestmark = pytest.mark.slow
 

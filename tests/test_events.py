@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import decode_event
 from streamwatch.incidents import Incident
-from streamwatch.monitor import Monitor
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
 from streamwatch.sources import read_events
 from streamwatch.sources.kafka import decode_message
 

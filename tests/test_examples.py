@@ -9,7 +9,7 @@ import pytest
 
 from streamwatch.config import load_config
 from streamwatch.incidents import Severity, Status
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 FAILURES = ["entropy_collapse", "reward_hacking", "length_explosion", "nonfinite_metric",

@@ -20,7 +20,7 @@ import pytest
 
 from streamwatch.config import Config
 from streamwatch.incidents import Incident, Severity, Status
-from streamwatch.replay import ReplayResult, replay_files
+from streamwatch.replay.files import ReplayResult, replay_files
 
 FIELD = Path(__file__).parent / "data" / "field"
 CASES: list[dict[str, Any]] = json.loads((FIELD / "cases.json").read_text(encoding="utf-8"))

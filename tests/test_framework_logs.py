@@ -22,9 +22,9 @@ from framework_writers import (
 )
 
 from streamwatch.config import Config
+from streamwatch.engine.indicators import PRESETS
 from streamwatch.incidents import Severity, Status
-from streamwatch.indicators import PRESETS
-from streamwatch.replay import ReplayResult, replay_files
+from streamwatch.replay.files import ReplayResult, replay_files
 from streamwatch.simulate import Fault, RunSpec, simulate_run
 
 FORMATS = Path(__file__).parent / "data" / "formats"
@@ -418,7 +418,7 @@ def test_a_reward_function_with_no_value_is_no_value_live_and_replayed(tmp_path:
     import json
     import math
 
-    from streamwatch.integrations.hf import trainer_metrics
+    from streamwatch.client.integrations.hf import trainer_metrics
     from streamwatch.sources import FileSource
 
     logs = {"loss": 0.1, "reward": math.nan, "rewards/format/mean": None, "epoch": 0.5}

@@ -8,7 +8,7 @@ import statistics
 
 from streamwatch.checks.hacking import Bends, HackingCheck
 from streamwatch.config import HackingSettings
-from streamwatch.findings import Finding
+from streamwatch.engine.findings import Finding
 from streamwatch.simulate import random_fault_spec
 from streamwatch.simulate.curves import draw_params, healthy
 from streamwatch.simulate.faults import apply_faults

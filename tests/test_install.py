@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from streamwatch.install import DISTRIBUTION, hint_for, source_checkout
+from streamwatch._install import DISTRIBUTION, hint_for, source_checkout
 
 ROOT = Path(__file__).resolve().parent.parent
 TENSORBOARD_RUN = ROOT / "tests" / "data" / "formats" / "tensorboard"
 # Runs the command as if the tensorboard package were not installed.
 WITHOUT_TENSORBOARD = (
     "import sys; sys.modules['tensorboard'] = None; "
-    "from streamwatch.cli import main; sys.exit(main(sys.argv[1:]))"
+    "from streamwatch.cli.main import main; sys.exit(main(sys.argv[1:]))"
 )
 
 
@@ -80,12 +80,12 @@ def test_a_replay_from_an_installed_package_names_the_distribution(tmp_path: Pat
 
 
 def test_every_hint_in_the_code_comes_from_the_one_function() -> None:
-    """No module but streamwatch/install.py spells an install command or a bare extra."""
+    """No module but streamwatch/_install.py spells an install command or a bare extra."""
     spelled = re.compile(r"pip install|streamwatch\[")
     found = [
         f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
         for path in sorted((ROOT / "streamwatch").rglob("*.py"))
-        if path.name != "install.py"
+        if path.name != "_install.py"
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if spelled.search(line)
     ]
@@ -104,3 +104,66 @@ def test_the_readme_installs_the_distribution() -> None:
         ours = [w for w in names if w.split("[")[0] in ("streamwatch", DISTRIBUTION, ".")]
         assert all(w.split("[")[0] != "streamwatch" for w in ours), line
     assert not re.search(r"`streamwatch\[", readme)
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_streamwatch_alone_and_its_commands_work(tmp_path: Path) -> None:
+    """``producers/`` stays in the checkout: the wheel holds one top-level package, and the
+    command (``simulate`` among them) works from it without ``producers``."""
+    import zipfile
+
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+    built = subprocess.run(
+        [*pip, "-w", str(tmp_path / "dist"), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"streamwatch"}
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(site)}
+    run = subprocess.run(
+        [sys.executable, "-c", "import producers"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode != 0 and "No module named 'producers'" in run.stderr
+    out = tmp_path / "sim.jsonl"
+    sim = [sys.executable, "-m", "streamwatch", "simulate", "--runs", "1", "--steps", "20"]
+    run = subprocess.run(
+        [*sim, "-o", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    assert len(out.read_text(encoding="utf-8").splitlines()) >= 20
+
+
+def test_a_producer_runs_from_the_checkout() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "producers.training_loop", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0 and "--bootstrap-servers" in run.stdout, run.stderr
+
+
+def test_an_old_import_path_warns_and_gives_the_moved_module() -> None:
+    import importlib
+
+    from streamwatch.client import publish
+
+    sys.modules.pop("streamwatch.publish", None)
+    with pytest.warns(DeprecationWarning, match=r"streamwatch\.publish moved to"):
+        old = importlib.import_module("streamwatch.publish")
+    assert old is publish
+    sys.modules.pop("streamwatch.publish", None)

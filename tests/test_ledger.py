@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamwatch.cli import main
+from streamwatch.cli.main import main
+from streamwatch.ledger.calibration import null_sweep
+from streamwatch.ledger.entries import INCIDENTS, Ledger, build_ledger
+from streamwatch.ledger.runs import Arm, assign, parse_arm, read_runs
+from streamwatch.ledger.table import format_ledger
 from streamwatch.report.correction import bh, correct, holm
-from streamwatch.report.ledger import INCIDENTS, Ledger, build_ledger
-from streamwatch.report.ledger_calibration import null_sweep
-from streamwatch.report.ledger_runs import Arm, assign, parse_arm, read_runs
-from streamwatch.report.ledger_table import format_ledger
 from streamwatch.report.policy import Verdict
 from streamwatch.simulate import Fault, RunSpec, simulate_run, write_jsonl
 

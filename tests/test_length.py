@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamwatch.checks import LengthCheck
 from streamwatch.config import LengthSettings
-from streamwatch.findings import Finding
+from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind
 from streamwatch.sources.files import read_events
 

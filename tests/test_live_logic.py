@@ -22,16 +22,16 @@ import pytest
 
 from streamwatch.clock import ManualClock
 from streamwatch.config import Config, EngineConfig
+from streamwatch.engine.monitor import Monitor
+from streamwatch.engine.snapshot import VERSION
 from streamwatch.events import Event
 from streamwatch.incidents import Incident
 from streamwatch.live import ENGINE_ERROR, Service, ServiceCounts, ServiceSettings
 from streamwatch.live.consumer import Partition
 from streamwatch.live.status import LOG_BURST, LOG_WINDOW_S
 from streamwatch.live.testing import FakeBroker, FakeConsumer, NoListener
-from streamwatch.monitor import Monitor
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
 from streamwatch.simulate import Fault, RunSpec, simulate, simulate_run, write_jsonl
-from streamwatch.snapshot import VERSION
 from streamwatch.sources import FileSource
 from streamwatch.sources.kafka import KafkaConnection
 
@@ -68,7 +68,7 @@ def new_broker(partitions: int = 4) -> tuple[FakeBroker, ManualClock]:
 
 
 def _spec(partitions: int) -> Any:
-    from streamwatch.kafka_tools import TopicSpec
+    from streamwatch.live.kafka_tools import TopicSpec
 
     return TopicSpec(partitions)
 
@@ -733,7 +733,7 @@ def test_the_report_opens_with_the_ledger_of_the_runs_consumed_judged_on_their_s
 
 
 def test_a_ledger_waits_for_its_runs_and_needs_the_report() -> None:
-    from streamwatch.report.ledger_live import LedgerView, live_ledger
+    from streamwatch.ledger.live import LedgerView, live_ledger
 
     view = LedgerView.parse(["base-*"], [("tag:arm=kl", "KL penalty")])
     assert (
@@ -746,7 +746,7 @@ def test_a_ledger_waits_for_its_runs_and_needs_the_report() -> None:
 
 
 def test_the_run_command_gives_the_service_the_ledgers_selectors(tmp_path: Path) -> None:
-    from streamwatch.cli_kafka import _parser, _service, apply_env
+    from streamwatch.cli.kafka import _parser, _service, apply_env
 
     argv = ["run", "--bootstrap-servers", "in-memory:9092", "--report-out"]
     argv += [str(tmp_path / "live.html"), "--ledger-baseline", "tag:arm=base", "base-*"]

@@ -7,9 +7,9 @@ import random
 
 from streamwatch.checks import MismatchCheck
 from streamwatch.config import MismatchSettings
+from streamwatch.engine.findings import Finding
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event
-from streamwatch.findings import Finding
-from streamwatch.monitor import Monitor
 
 
 def feed(values: list[float]) -> list[Finding]:

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from streamwatch.cli import main
+from streamwatch.cli.main import main
 from streamwatch.config import Config, EngineConfig
+from streamwatch.engine.monitor import Monitor
+from streamwatch.engine.snapshot import VERSION, SnapshotError
 from streamwatch.events import Event, Source
 from streamwatch.incidents import KINDS, Incident, Kind, Severity, Status, fingerprint
-from streamwatch.monitor import Monitor
 from streamwatch.simulate import Fault, RunSpec, simulate, simulate_run, write_jsonl
-from streamwatch.snapshot import VERSION, SnapshotError
 from streamwatch.sources.files import read_events
 
 NAN = math.nan

@@ -7,13 +7,13 @@ import math
 
 import pytest
 
+from streamwatch.alerting.notes import describe_projection
 from streamwatch.config import Config
+from streamwatch.engine.projection import project, target
 from streamwatch.incidents import Severity, Status
-from streamwatch.notes import describe_projection
-from streamwatch.projection import project, target
-from streamwatch.scoring import replay_spec
-from streamwatch.scoring_projection import score_projection
 from streamwatch.simulate import random_fault_spec
+from streamwatch.simulate.scoring import replay_spec
+from streamwatch.simulate.scoring_projection import score_projection
 
 SEEDS = range(5)
 
@@ -100,8 +100,8 @@ def test_no_projection_when_the_fit_is_not_good() -> None:
 
 
 def test_a_resume_starts_the_windows_and_the_clocks_afresh() -> None:
+    from streamwatch.engine.monitor import Monitor
     from streamwatch.events import Event
-    from streamwatch.monitor import Monitor
 
     monitor = Monitor()
     for step in range(1, 51):

@@ -1,4 +1,4 @@
-"""streamwatch.publish (the training-side client) and producers.cluster.
+"""streamwatch.client.publish (the training-side client) and producers.cluster.
 
 Tests marked ``kafka`` need the development broker (`make kafka-up`, then
 STREAMWATCH_BOOTSTRAP=127.0.0.1:19092); the broker-down test also starts and stops a broker
@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 from kafka_broker import OwnBroker
 
-import streamwatch.publish
+import streamwatch.client.publish
+from streamwatch.client.publish import FINISHED_METRIC, FINISHED_TAG, FINISHED_VALUE, Publisher
 from streamwatch.events import decode_event
 from streamwatch.live.testing import blackhole_broker, open_fds
-from streamwatch.publish import FINISHED_METRIC, FINISHED_TAG, FINISHED_VALUE, Publisher
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 60.0
@@ -124,7 +124,9 @@ class NotAFloat:
 # ---------------------------------------------------------------------- no broker needed
 
 
-@pytest.mark.parametrize("module", ["streamwatch.publish", "streamwatch.integrations.hf"])
+@pytest.mark.parametrize(
+    "module", ["streamwatch.client.publish", "streamwatch.client.integrations.hf"]
+)
 def test_import_is_light(module: str) -> None:
     code = (
         f"import {module}, sys\n"
@@ -137,7 +139,7 @@ def test_import_is_light(module: str) -> None:
 
 
 def test_docstring_examples_run() -> None:
-    result = doctest.testmod(streamwatch.publish)
+    result = doctest.testmod(streamwatch.client.publish)
     assert result.attempted > 0
     assert result.failed == 0
 
@@ -235,7 +237,7 @@ def test_drops_are_counted_by_reason_and_logged_with_their_counts(
         pub.log({"loss": 1.0}, step=step)
     stats = pub.stats
     assert stats.drops == {"buffer_full": 15} and stats.dropped == 15
-    with caplog.at_level("WARNING", logger="streamwatch.publish"):
+    with caplog.at_level("WARNING", logger="streamwatch.client.publish"):
         pub.close(timeout=0.5)
     stats = pub.stats
     # the finished marker pushed one more out of the full buffer; the 10 left went unsent
@@ -462,7 +464,7 @@ def test_cluster_publishes_every_rank_and_step_exactly_once(bootstrap: str, topi
 def test_what_is_buffered_at_exit_is_sent_without_close(bootstrap: str, topic: str) -> None:
     script = (
         "import sys\n"
-        "from streamwatch.publish import Publisher\n"
+        "from streamwatch.client.publish import Publisher\n"
         "pub = Publisher(sys.argv[1], 'run-exit', topic=sys.argv[2], rank=0)\n"
         "pub.log({'loss': 0.0})\n"
         "assert pub.flush(timeout=30)\n"  # connected: the Kafka client's exit handler is set
@@ -489,7 +491,7 @@ def test_trainer_callback_tags_its_events_with_the_world_size() -> None:
     caller's own tags win."""
     from types import SimpleNamespace
 
-    from streamwatch.integrations.hf import StreamwatchCallback
+    from streamwatch.client.integrations.hf import StreamwatchCallback
 
     state = SimpleNamespace(global_step=1, is_world_process_zero=True)
     cb = StreamwatchCallback("127.0.0.1:9", "r", stop_requests=False, tags={"world_size": "16"})
@@ -512,7 +514,7 @@ def test_trainer_callback_publishes_the_main_process_logs(bootstrap: str, topic:
     """The hooks as a Hugging Face Trainer calls them (args, state, control, logs)."""
     from types import SimpleNamespace
 
-    from streamwatch.integrations.hf import StreamwatchCallback
+    from streamwatch.client.integrations.hf import StreamwatchCallback
 
     main = StreamwatchCallback(bootstrap, "grpo-hf", topic=topic, rank=0)
     other = StreamwatchCallback(bootstrap, "grpo-hf", topic=topic, rank=1)

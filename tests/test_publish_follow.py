@@ -19,7 +19,7 @@ from test_service import (
     simulated_file,
 )
 
-from streamwatch.cli_kafka import main as kafka_main
+from streamwatch.cli.kafka import main as kafka_main
 from streamwatch.live import Service
 from streamwatch.live.testing import delete_topics
 from streamwatch.sources import FileSource

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from streamwatch.incidents import Incident, Severity, Status
-from streamwatch.replay import ReplayResult, replay_files
+from streamwatch.replay.files import ReplayResult, replay_files
 
 REAL = sorted((Path(__file__).parent / "data" / "real").glob("*.jsonl"))
 EVENTS_PER_RUN = 106

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from streamwatch.cli import main
-from streamwatch.replay import format_summary, replay_files
+from streamwatch.cli.main import main
+from streamwatch.replay.files import format_summary, replay_files
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "logs"
 

@@ -15,18 +15,17 @@ from typing import Any
 import numpy as np
 import pytest
 
+from streamwatch.cli.report import add_report_commands, run_report_command
 from streamwatch.events import Event, Source
 from streamwatch.incidents import Incident, Severity, Status, fingerprint
-from streamwatch.replay import replay_files
+from streamwatch.live.report import LiveReport
+from streamwatch.replay.files import replay_files
 from streamwatch.report import (
-    LiveReport,
     SeriesCollector,
-    add_report_commands,
     build_report,
     downsample,
     m4_indices,
     render_report,
-    run_report_command,
 )
 from streamwatch.simulate import Fault, RunSpec, simulate, write_jsonl
 
@@ -58,7 +57,7 @@ def traces(fig: dict[str, Any], role: str) -> list[dict[str, Any]]:
 # -- doctests -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["data", "downsample", "live", "policy", "stats"])
+@pytest.mark.parametrize("name", ["data", "downsample", "policy", "stats"])
 def test_doctests(name: str) -> None:
     module = importlib.import_module(f"streamwatch.report.{name}")
     result = doctest.testmod(module)
@@ -223,7 +222,7 @@ def test_every_panel_names_its_quantity_and_unit_and_the_legend_its_marks(
 
 
 def test_every_indicator_has_a_unit_decided() -> None:
-    from streamwatch.indicators import Indicator
+    from streamwatch.engine.indicators import Indicator
     from streamwatch.report.axes import UNITS
 
     assert set(UNITS) == {i.value for i in Indicator}

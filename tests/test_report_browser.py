@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from streamwatch.incidents import Status
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
 from streamwatch.report import build_report, compare
 from streamwatch.simulate import Fault, RunSpec, simulate, write_jsonl
 
@@ -204,9 +204,9 @@ def test_comparison_overlays_render(browser: Any, tmp_path: Path) -> None:
 def test_ledger_page_draws_the_seed_band_every_candidate_and_the_ranked_table(
     browser: Any, tmp_path: Path
 ) -> None:
-    from streamwatch.report.ledger import build_ledger
-    from streamwatch.report.ledger_page import write_ledger
-    from streamwatch.report.ledger_runs import assign, parse_arm, read_runs
+    from streamwatch.ledger.entries import build_ledger
+    from streamwatch.ledger.page import write_ledger
+    from streamwatch.ledger.runs import assign, parse_arm, read_runs
 
     paths = []
     for name, seed, faults, steps in [
@@ -249,8 +249,8 @@ def test_ledger_page_draws_the_seed_band_every_candidate_and_the_ranked_table(
 def test_live_report_draws_the_ledger_of_the_runs_it_holds(browser: Any, tmp_path: Path) -> None:
     """The live report's ledger section (runs chosen by tag, judged on the steps they have)
     above every run's panels, drawn without a console error."""
-    from streamwatch.report.ledger_live import LedgerView
-    from streamwatch.report.live import LiveReport
+    from streamwatch.ledger.live import LedgerView
+    from streamwatch.live.report import LiveReport
 
     view = LedgerView.parse(["tag:arm=base"], [("collapse=tag:arm=collapse", "lr x10")])
     live = LiveReport(tmp_path / "live.html", ledger=view, refresh_seconds=None)

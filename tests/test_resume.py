@@ -4,9 +4,9 @@ is a finding."""
 
 from __future__ import annotations
 
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event
 from streamwatch.incidents import Incident, Severity, Status
-from streamwatch.monitor import Monitor
 from streamwatch.simulate import Fault, RunSpec, healthy_spec, simulate_run
 
 

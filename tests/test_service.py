@@ -26,17 +26,17 @@ from typing import Any
 import pytest
 from kafka_broker import OwnBroker
 
-from streamwatch.cli_kafka import main as kafka_main
+from streamwatch.cli.kafka import main as kafka_main
 from streamwatch.clock import ManualClock
 from streamwatch.config import Config, EngineConfig
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event, Source, finished_event
 from streamwatch.incidents import Incident
-from streamwatch.kafka_tools import _Pacer, record_topic
 from streamwatch.live import Service, ServiceSettings
 from streamwatch.live.kafka import KafkaBroker
+from streamwatch.live.kafka_tools import _Pacer, record_topic
 from streamwatch.live.testing import NoListener, delete_topics
-from streamwatch.monitor import Monitor
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
 from streamwatch.simulate import Fault, RunSpec, simulate, write_jsonl
 from streamwatch.sources import FileSource
 from streamwatch.sources.kafka import KafkaConnection
@@ -520,7 +520,7 @@ def test_checkpoints_that_cannot_be_restored_are_logged_and_their_runs_start_afr
 
     from kafka import KafkaProducer
 
-    from streamwatch.snapshot import VERSION
+    from streamwatch.engine.snapshot import VERSION
 
     caplog.set_level(logging.INFO, logger="streamwatch.live")
     runs = ("foreign", "damaged", "intact")
@@ -818,7 +818,7 @@ def test_sigterm_finishes_commits_and_exits_0(bootstrap: str, names: Names, tmp_
     out = tmp_path / "incidents.jsonl"
     args = [*names.run_args(bootstrap), "--config", str(config), "--incidents-out", str(out)]
     service = subprocess.Popen(
-        python("-m", "streamwatch.cli_kafka", "run", *args, "--commit-interval", "3600"),
+        python("-m", "streamwatch.cli.kafka", "run", *args, "--commit-interval", "3600"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -916,7 +916,7 @@ def _rank_file_producers(
             subprocess.Popen(
                 python(
                     "-m",
-                    "streamwatch.cli_kafka",
+                    "streamwatch.cli.kafka",
                     "publish",
                     str(path),
                     "--bootstrap-servers",
@@ -963,7 +963,7 @@ def test_two_services_one_killed_every_event_processed_no_update_twice(
     partitions = 4
     seed = _seed_with_runs_apart(partitions)
     steps = 160
-    from streamwatch.kafka_tools import TopicSpec, ensure_topics
+    from streamwatch.live.kafka_tools import TopicSpec, ensure_topics
 
     ensure_topics(kafka_kwargs(bootstrap), {names.topic: TopicSpec(partitions)})
     config = tmp_path / "engine.toml"
@@ -994,7 +994,7 @@ def test_two_services_one_killed_every_event_processed_no_update_twice(
             ]
             services.append(
                 subprocess.Popen(
-                    python("-m", "streamwatch.cli_kafka", "run", *args),
+                    python("-m", "streamwatch.cli.kafka", "run", *args),
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
                     text=True,
@@ -1130,7 +1130,7 @@ def test_publish_keeps_the_original_gaps_divided_by_speed() -> None:
 def test_every_run_option_reads_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
-    from streamwatch.cli_kafka import add_commands, apply_env, dispatch
+    from streamwatch.cli.kafka import add_commands, apply_env, dispatch
 
     monkeypatch.setenv("STREAMWATCH_BOOTSTRAP_SERVERS", "broker:9092")
     monkeypatch.setenv("STREAMWATCH_GROUP", "team-a")

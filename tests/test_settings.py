@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from streamwatch.cli import main
-from streamwatch.cli_kafka import add_commands, apply_env
+from streamwatch.cli.kafka import add_commands, apply_env
+from streamwatch.cli.main import main
 from streamwatch.config import ConfigError, EnvOption, SettingsError, env_settings, load_config
 
 ROOT = Path(__file__).resolve().parent.parent

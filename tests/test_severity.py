@@ -15,10 +15,10 @@ from streamwatch.alerting.notify.slack import slack_payload
 from streamwatch.alerting.notify.webhook import alertmanager_payload, webhook_payload
 from streamwatch.alerting.testing import incident
 from streamwatch.config import Config
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event
 from streamwatch.incidents import Incident, Severity, Status
-from streamwatch.monitor import Monitor
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
 from streamwatch.sources.files import read_events
 
 RUNS = Path(__file__).parent / "data" / "real" / "runs"

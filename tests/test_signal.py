@@ -10,10 +10,10 @@ from pathlib import Path
 
 from streamwatch.checks import NoSignalCheck
 from streamwatch.config import SignalSettings
+from streamwatch.engine.findings import Finding
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event
-from streamwatch.findings import Finding
 from streamwatch.incidents import Severity, Status
-from streamwatch.monitor import Monitor
 
 
 def feed(rows: list[dict[str, float]]) -> list[tuple[int, Finding]]:

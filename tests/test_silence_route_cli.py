@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIELD = ROOT / "tests" / "data" / "field"
 KL_NAN = FIELD / "ms-swift-4465-kl-nan-step-300.jsonl"  # critical: a NaN KL
 ZERO_REWARD = FIELD / "verl-2088-all-rewards-zero.jsonl"  # warning: every reward 0
-STREAMWATCH = [sys.executable, "-m", "streamwatch.cli"]
+STREAMWATCH = [sys.executable, "-m", "streamwatch.cli.main"]
 
 
 def streamwatch(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from streamwatch.cli import main
+from streamwatch.cli.main import main
 from streamwatch.events import Event, decode_event
 from streamwatch.incidents import KINDS, Incident, Status
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
 from streamwatch.simulate import (
     FAULT_KINDS,
     GRADUAL_KINDS,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streamwatch.cli import main
+from streamwatch.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "examples" / "logs"

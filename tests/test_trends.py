@@ -18,11 +18,11 @@ from streamwatch.checks import DriftColumn, EntropyCheck, SpikeCheck, StragglerC
 from streamwatch.checks.drift import drop_copies
 from streamwatch.config import EngineConfig
 from streamwatch.detectors import TrendBreak
-from streamwatch.findings import Finding
+from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind, Severity, Status
-from streamwatch.replay import replay_files
-from streamwatch.scoring import replay_spec
+from streamwatch.replay.files import replay_files
 from streamwatch.simulate import healthy_spec
+from streamwatch.simulate.scoring import replay_spec
 
 _E = EngineConfig()
 REAL = sorted((Path(__file__).parent / "data" / "real").glob("*.jsonl"))
@@ -253,8 +253,8 @@ def test_healthy_simulated_runs_raise_no_incident_at_all(seed: int) -> None:
 def test_a_generic_copy_of_an_rl_metric_raises_no_drift_in_the_engine() -> None:
     """verl logs ``critic/rewards/mean`` equal to ``critic/score/mean`` when the reward has
     no KL term: the train reward's checks watch the one, the copy must not drift alone."""
+    from streamwatch.engine.monitor import Monitor
     from streamwatch.events import Event
-    from streamwatch.monitor import Monitor
 
     rng = random.Random(5)
     monitor = Monitor()

@@ -14,10 +14,10 @@ from framework_writers import real_rows, write_tensorboard, write_trainer_state
 from streamwatch.clock import ManualClock
 from streamwatch.events import Problem
 from streamwatch.incidents import Incident, Status
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
+from streamwatch.replay.watch import Watcher
 from streamwatch.sources import read_events
 from streamwatch.sources.follow import follow
-from streamwatch.watch import Watcher
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "logs" / "entropy_collapse.jsonl"
@@ -156,7 +156,7 @@ def test_a_rewritten_trainer_state_gives_only_its_new_entries(tmp_path: Path) ->
 
 
 def test_watch_command_ends_when_idle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from streamwatch.cli import main
+    from streamwatch.cli.main import main
 
     path = tmp_path / "grpo.jsonl"
     path.write_bytes(EXAMPLE.read_bytes())

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from framework_writers import real_rows, write_json_lines
 
-from streamwatch.cli import main
+from streamwatch.cli.main import main
 from streamwatch.clock import ManualClock
 from streamwatch.incidents import Incident, Status
-from streamwatch.replay import replay_files
+from streamwatch.replay.files import replay_files
+from streamwatch.replay.watch import Watcher
 from streamwatch.sources import expand_paths
-from streamwatch.watch import Watcher
 
 DATA = Path(__file__).resolve().parent / "data"
 FORMATS = DATA / "formats"
@@ -33,7 +33,7 @@ VERL_CONSOLE = FORMATS / "verl-console" / "rllm-issue-54.log"
 VERL_TB = FORMATS / "tensorboard" / "q3b_fsdp_base"
 KL_NAN = DATA / "field" / "ms-swift-4465-kl-nan-step-300.jsonl"
 ZERO_REWARD = DATA / "field" / "verl-2088-all-rewards-zero.jsonl"
-STREAMWATCH = [sys.executable, "-m", "streamwatch.cli"]
+STREAMWATCH = [sys.executable, "-m", "streamwatch.cli.main"]
 
 
 def firing(updates: list[Incident]) -> list[tuple[str, str, int]]:

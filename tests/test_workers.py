@@ -34,7 +34,7 @@ from test_service import (
     wait_for,
 )
 
-from streamwatch.kafka_tools import TopicSpec, ensure_topics, record_topic
+from streamwatch.live.kafka_tools import TopicSpec, ensure_topics, record_topic
 from streamwatch.live.workers import MAX_QUICK_FAILURES, Channel, Pool
 
 __all__ = ["names"]  # the fixture, shared with test_service
@@ -101,7 +101,7 @@ def test_two_workers_one_killed_restarted_its_runs_taken_over_sigterm_stops_all(
     producers: list[subprocess.Popen[str]] = []
     with log.open("w") as out:
         pool = subprocess.Popen(
-            python("-m", "streamwatch.cli_kafka", "run", *args),
+            python("-m", "streamwatch.cli.kafka", "run", *args),
             stdout=out,
             stderr=subprocess.STDOUT,
             text=True,
@@ -209,7 +209,7 @@ def test_workers_stop_and_commit_when_their_supervisor_is_killed(
     args += ["--session-timeout-ms", "6000", "--status-seconds", "1"]
     with log.open("w") as out:
         pool = subprocess.Popen(
-            python("-m", "streamwatch.cli_kafka", "run", *args),
+            python("-m", "streamwatch.cli.kafka", "run", *args),
             stdout=out,
             stderr=subprocess.STDOUT,
             text=True,
@@ -242,7 +242,10 @@ def test_workers_stop_and_commit_when_their_supervisor_is_killed(
                 os.kill(pid, signal.SIGKILL)
     assert gone_after < 10.0, gone_after
     text = log.read_text()
-    gone = rf"\[worker \d\] \S+ WARNING the supervisor \(pid {pool.pid}\) is gone \(its lifeline"
+    gone = (
+        rf"\[worker \d\] \S+ WARNING the supervisor \(pid {pool.pid}\) is gone "
+        r"\((?:its lifeline|the worker's parent)"
+    )
     assert len(re.findall(gone, text)) == 2, text[-3000:]
     stopped = re.findall(r"\[worker \d\] streamwatch.live.service INFO stopped: ([\d,]+)", text)
     assert len(stopped) == 2, text[-3000:]

@@ -19,5 +19,5 @@ threads and HTTP):
 - :mod:`~streamwatch.alerting.dispatcher`: ``Dispatcher``, the ``send(inc)``/``close()`` sink
 - time comes from :mod:`streamwatch.clock` (``ManualClock`` for tests)
 - :mod:`~streamwatch.alerting.testing`: a scriptable HTTP receiver for tests
-- :mod:`~streamwatch.alerting.cli`: argparse helpers for the ``streamwatch`` command
+- :mod:`~streamwatch.cli.alerting`: argparse helpers for the ``streamwatch`` command
 """

@@ -6,7 +6,7 @@ import math
 
 from mypy_extensions import mypyc_attr
 
-from streamwatch.findings import Finding
+from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind
 
 __all__ = ["Check", "ratio"]

@@ -39,11 +39,11 @@ from typing import Final
 from mypy_extensions import mypyc_attr
 
 from streamwatch.config import LengthSettings
-from streamwatch.findings import WARNING, Finding
+from streamwatch.engine.findings import WARNING, Finding
 from streamwatch.incidents import Kind
 
 # the kinds of its findings as constants (an enum's member read from its class is a
-# look-up at each use: see streamwatch.findings.WARNING)
+# look-up at each use: see streamwatch.engine.findings.WARNING)
 _SATURATION: Final = Kind.TRUNCATION_SATURATION
 
 __all__ = ["LENGTHS", "CapCheck"]

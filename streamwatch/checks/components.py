@@ -39,7 +39,7 @@ from typing import Final
 from mypy_extensions import mypyc_attr
 
 from streamwatch.config import HackingSettings
-from streamwatch.findings import Finding
+from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
 __all__ = ["ComponentsCheck", "is_component"]

@@ -1,5 +1,8 @@
 """What the run as a whole says: the context a finding's severity is judged in.
 
+One module because the run's context is one object (:class:`RunContext`) and the
+trend reading (:class:`Direction`) it alone uses; the judge reads both together.
+
 A check sees one series; a person judges the run. The run keeps one :class:`RunContext`,
 fed by its run-level series (train reward, held-out reward, clip ratio, mean length, and
 the signals that say a step taught nothing), and every check's finding is graded against

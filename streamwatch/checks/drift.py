@@ -38,7 +38,7 @@ from river._river_rust.drift import AdaptiveWindowing
 
 from streamwatch.config import DriftSettings
 from streamwatch.detectors.window import DoubleRing, ascending, insert, merged, sorted_median
-from streamwatch.findings import Finding
+from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
 __all__ = ["DriftColumn", "drop_copies", "screen"]

@@ -20,11 +20,11 @@ from streamwatch.checks.base import Check, ratio
 from streamwatch.config import EntropySettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.detectors.window import DoubleRing
-from streamwatch.findings import CRITICAL, WARNING, Finding
+from streamwatch.engine.findings import CRITICAL, WARNING, Finding
 from streamwatch.incidents import Kind
 
 # the kinds of its findings as constants (an enum's member read from its class is a
-# look-up at each use: see streamwatch.findings.WARNING)
+# look-up at each use: see streamwatch.engine.findings.WARNING)
 _COLLAPSE: Final = Kind.ENTROPY_COLLAPSE
 _BLOWUP: Final = Kind.ENTROPY_BLOWUP
 

@@ -50,7 +50,7 @@ from mypy_extensions import mypyc_attr
 from streamwatch.config import HackingSettings
 from streamwatch.detectors import Window
 from streamwatch.detectors.window import DoubleRing, robust_sd_sorted, sorted_median
-from streamwatch.findings import Finding
+from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
 _MIN_NOISE: Final = 1e-3

@@ -22,7 +22,7 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.checks.context import Direction, RunContext
 from streamwatch.config import EngineConfig
-from streamwatch.findings import Finding
+from streamwatch.engine.findings import Finding
 from streamwatch.incidents import SEVERITY_RANK, Kind, Severity
 
 __all__ = ["Because", "judge"]

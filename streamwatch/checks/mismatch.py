@@ -28,7 +28,7 @@ from mypy_extensions import mypyc_attr
 from streamwatch.checks.base import Check
 from streamwatch.config import MismatchSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
-from streamwatch.findings import Finding
+from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
 __all__ = ["MismatchCheck"]

@@ -43,11 +43,11 @@ from streamwatch.checks.base import Check
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window, trend_break
 from streamwatch.detectors.window import DoubleRing, insert
-from streamwatch.findings import CRITICAL, WARNING, Finding
+from streamwatch.engine.findings import CRITICAL, WARNING, Finding
 from streamwatch.incidents import Kind
 
 # the kinds of its findings as constants (an enum's member read from its class is a
-# look-up at each use: see streamwatch.findings.WARNING)
+# look-up at each use: see streamwatch.engine.findings.WARNING)
 _CHAOS: Final = Kind.REWARD_CHAOS
 _COLLAPSE: Final = Kind.REWARD_COLLAPSE
 

@@ -55,7 +55,7 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.config import SignalSettings
 from streamwatch.detectors import TrendBreak, trend_break
-from streamwatch.findings import Finding
+from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
 __all__ = ["SIGNALS", "NoSignalCheck"]

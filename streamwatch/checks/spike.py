@@ -23,12 +23,12 @@ from streamwatch.checks.base import Check
 from streamwatch.config import SpikeSettings
 from streamwatch.detectors import Persistence, Window, trend_break
 from streamwatch.detectors.window import DoubleRing
-from streamwatch.findings import CRITICAL, WARNING, Finding
+from streamwatch.engine.findings import CRITICAL, WARNING, Finding
+from streamwatch.engine.indicators import Indicator
 from streamwatch.incidents import Kind
-from streamwatch.indicators import Indicator
 
 # the kinds of its findings as constants (an enum's member read from its class is a
-# look-up at each use: see streamwatch.findings.WARNING)
+# look-up at each use: see streamwatch.engine.findings.WARNING)
 _SPIKE: Final = Kind.METRIC_SPIKE
 
 _SD_PER_MEAN_ABS: Final = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian noise

@@ -14,7 +14,7 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.config import StallSettings
 from streamwatch.detectors import Window
-from streamwatch.findings import Finding
+from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
 

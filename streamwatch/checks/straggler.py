@@ -22,7 +22,7 @@ from typing import Final
 from mypy_extensions import mypyc_attr
 
 from streamwatch.config import StragglerSettings
-from streamwatch.findings import Finding
+from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
 _SCALE_FLOOR: Final = 0.02

@@ -31,8 +31,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamwatch.engine.monitor import Monitor
 from streamwatch.live.consumer import Record, TopicReader
-from streamwatch.monitor import Monitor
 from streamwatch.sinks.kafka import HEADER_PREFIX, OutRecord, RecordOutbox
 
 __all__ = ["Checkpoints", "Loaded", "RunCheckpoint"]

@@ -14,11 +14,11 @@ import threading
 from collections.abc import Callable
 
 from streamwatch.clock import Clock
+from streamwatch.engine.monitor import Monitor
 from streamwatch.live.checkpoints import Checkpoints
 from streamwatch.live.consumer import ClientError, Consumer, Partition
 from streamwatch.live.ownership import Ownership
 from streamwatch.live.status import ServiceCounts
-from streamwatch.monitor import Monitor
 from streamwatch.sinks.kafka import RecordOutbox
 
 __all__ = ["SHUTDOWN_GRACE_S", "Committer"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from streamwatch.kafka_tools import TopicSpec
+from streamwatch.live.kafka_tools import TopicSpec
 
 __all__ = [
     "Broker",

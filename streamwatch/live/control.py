@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 
 from streamwatch.actions.record import ActionRecord
-from streamwatch.control import parse, stop_message
+from streamwatch.client.control import parse, stop_message
 from streamwatch.incidents import Incident
 from streamwatch.live.consumer import TopicReader
 from streamwatch.sinks.kafka import OutRecord, RecordOutbox

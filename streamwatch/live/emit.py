@@ -16,9 +16,9 @@ from streamwatch.events import Problem
 from streamwatch.incidents import Incident
 from streamwatch.live.consumer import Record
 from streamwatch.live.ownership import Ownership
+from streamwatch.live.report import LiveReport
 from streamwatch.live.settings import ServiceSettings
 from streamwatch.live.status import ServiceCounts, Throttle
-from streamwatch.report.live import LiveReport
 from streamwatch.sinks import JsonlSink, Sink
 from streamwatch.sinks.kafka import RecordOutbox, dead_letter_record, incident_record
 

@@ -13,7 +13,6 @@ from kafka.errors import IllegalStateError, KafkaError, RetriableError
 from kafka.structs import MemberState
 
 from streamwatch.clock import Clock, SystemClock
-from streamwatch.kafka_tools import TopicSpec, ensure_topics
 from streamwatch.live.consumer import (
     BrokerUnavailable,
     ClientError,
@@ -23,6 +22,7 @@ from streamwatch.live.consumer import (
     RebalanceListener,
     Record,
 )
+from streamwatch.live.kafka_tools import TopicSpec, ensure_topics
 from streamwatch.live.settings import ServiceSettings
 from streamwatch.sinks.kafka import make_producer
 

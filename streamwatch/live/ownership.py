@@ -24,9 +24,9 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 
+from streamwatch.engine.monitor import Monitor
 from streamwatch.live.checkpoints import Checkpoints, Loaded
 from streamwatch.live.consumer import Consumer, NotAssigned, Partition
-from streamwatch.monitor import Monitor
 
 __all__ = ["Listener", "Ownership"]
 

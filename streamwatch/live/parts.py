@@ -9,15 +9,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamwatch.clock import Clock
+from streamwatch.engine.monitor import Monitor
 from streamwatch.live.checkpoints import Checkpoints
 from streamwatch.live.commit import Committer
 from streamwatch.live.consumer import Broker, ClientError, Consumer
 from streamwatch.live.emit import Emitter
 from streamwatch.live.ownership import Listener, Ownership
+from streamwatch.live.report import LiveReport
 from streamwatch.live.settings import ServiceSettings
 from streamwatch.live.status import ServiceCounts, Throttle
-from streamwatch.monitor import Monitor
-from streamwatch.report.live import LiveReport
 from streamwatch.sinks import JsonlSink, Sink
 from streamwatch.sinks.kafka import RecordOutbox
 

@@ -1,9 +1,12 @@
 """The live service: metric events from Kafka through the engine to incident sinks.
 
-One :class:`Service` process runs one :class:`~streamwatch.monitor.Monitor` over the
+One module because it is one class, :class:`Service`: its poll loop; the parts it
+puts together live in their own modules beside it.
+
+One :class:`Service` process runs one :class:`~streamwatch.engine.monitor.Monitor` over the
 partitions the consumer group gives it (messages are keyed by run id, so a partition owns
 its runs). Each message is decoded (:mod:`streamwatch.sources.kafka`) and given to
-:meth:`Monitor.process <streamwatch.monitor.Monitor.process>`; what cannot be used goes,
+:meth:`Monitor.process <streamwatch.engine.monitor.Monitor.process>`; what cannot be used goes,
 unchanged, to the dead-letter topic with the reason: a message that cannot be decoded, and
 one on which the engine raised (reason ``engine_error``, the exception as the detail; the
 service goes on with the next). Incident updates go to the console, an append-only JSONL
@@ -28,8 +31,10 @@ from typing import TYPE_CHECKING, TextIO
 
 from streamwatch.clock import Clock, SystemClock
 from streamwatch.config import Config
+from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Event, is_finished
 from streamwatch.incidents import Incident
+from streamwatch.ledger.live import LedgerView
 from streamwatch.live.commit import Committer
 from streamwatch.live.consumer import (
     Broker,
@@ -38,12 +43,10 @@ from streamwatch.live.consumer import (
     Record,
 )
 from streamwatch.live.parts import Parts, assemble
+from streamwatch.live.report import LiveReport
 from streamwatch.live.settings import ServiceSettings
 from streamwatch.live.status import ServiceCounts, StatusLine, Throttle
 from streamwatch.live.vitals import Vitals
-from streamwatch.monitor import Monitor
-from streamwatch.report.ledger_live import LedgerView
-from streamwatch.report.live import LiveReport
 from streamwatch.sinks import ConsoleSink, Sink
 from streamwatch.sources.kafka import decode_message
 

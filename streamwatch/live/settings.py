@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from streamwatch.incidents import Severity
-from streamwatch.kafka_tools import TopicSpec
+from streamwatch.live.kafka_tools import TopicSpec
 from streamwatch.sources.kafka import DEFAULT_MAX_MESSAGE_BYTES, KafkaConnection
 
 __all__ = ["ServiceSettings"]

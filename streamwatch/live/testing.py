@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from streamwatch.clock import ManualClock
-from streamwatch.kafka_tools import TopicSpec
 from streamwatch.live.consumer import (
     BrokerUnavailable,
     ClientError,
@@ -44,6 +43,7 @@ from streamwatch.live.consumer import (
     RebalanceListener,
     Record,
 )
+from streamwatch.live.kafka_tools import TopicSpec
 
 __all__ = [
     "FakeBroker",

@@ -5,15 +5,11 @@
   score) and the engine's incidents drawn where they fired.
 - :func:`compare`: a candidate against a baseline, per indicator better / worse / different /
   indistinguishable, from which step and by how much; :func:`format_table` prints it.
-- :class:`LiveReport`: the same report kept fresh by the live service, with bounded memory.
-- :func:`add_report_commands` / :func:`run_report_command`: the ``report`` and ``compare``
-  sub-commands.
 
 Drawing needs plotly (the ``report`` extra); comparing does not.
 """
 
-from .cli import add_report_commands, run_report_command
-from .compare import (
+from streamwatch.report.compare import (
     POLICIES,
     ComparisonResult,
     IndicatorComparison,
@@ -21,20 +17,18 @@ from .compare import (
     Verdict,
     WindowStat,
 )
-from .compare_files import compare
-from .compare_plot import write_comparison
-from .data import RunData, Series, SeriesCollector, collect_runs
-from .downsample import downsample, m4_indices
-from .html import DEFAULT_PANELS, ReportSummary, build_report, render_report
-from .live import LiveReport
-from .table import format_effect, format_table
+from streamwatch.report.compare_files import compare
+from streamwatch.report.compare_plot import write_comparison
+from streamwatch.report.data import RunData, Series, SeriesCollector, collect_runs
+from streamwatch.report.downsample import downsample, m4_indices
+from streamwatch.report.html import DEFAULT_PANELS, ReportSummary, build_report, render_report
+from streamwatch.report.table import format_effect, format_table
 
 __all__ = [
     "DEFAULT_PANELS",
     "POLICIES",
     "ComparisonResult",
     "IndicatorComparison",
-    "LiveReport",
     "Policy",
     "ReportSummary",
     "RunData",
@@ -42,7 +36,6 @@ __all__ = [
     "SeriesCollector",
     "Verdict",
     "WindowStat",
-    "add_report_commands",
     "build_report",
     "collect_runs",
     "compare",
@@ -51,6 +44,5 @@ __all__ = [
     "format_table",
     "m4_indices",
     "render_report",
-    "run_report_command",
     "write_comparison",
 ]

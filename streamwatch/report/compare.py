@@ -31,11 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from streamwatch.config import Config
-from streamwatch.indicators import Indicator
-
-from .data import FloatArray, RunData, Series, collect_runs
-from .policy import NEUTRAL, POLICIES, Policy, Verdict, judge
-from .stats import (
+from streamwatch.engine.indicators import Indicator
+from streamwatch.report.data import FloatArray, RunData, Series, collect_runs
+from streamwatch.report.policy import NEUTRAL, POLICIES, Policy, Verdict, judge
+from streamwatch.report.stats import (
     Estimate,
     block_bootstrap_ci,
     onset_index,

@@ -11,10 +11,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from streamwatch.config import Config
-
-from .compare import ComparisonResult, compare_runs, load_group
-from .compare_plot import write_comparison
-from .data import is_indicator
+from streamwatch.report.compare import ComparisonResult, compare_runs, load_group
+from streamwatch.report.compare_plot import write_comparison
+from streamwatch.report.data import is_indicator
 
 __all__ = ["compare"]
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from .axes import axis_title
-from .compare import ComparisonResult, IndicatorComparison, Verdict, window_means
-from .data import Series
-from .downsample import downsample
-from .page import JsMode, Page
-from .table import format_effect, verdict_text
+from streamwatch.report.axes import axis_title
+from streamwatch.report.compare import ComparisonResult, IndicatorComparison, Verdict, window_means
+from streamwatch.report.data import Series
+from streamwatch.report.downsample import downsample
+from streamwatch.report.page import JsMode, Page
+from streamwatch.report.table import format_effect, verdict_text
 
 __all__ = ["write_comparison"]
 

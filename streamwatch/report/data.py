@@ -26,8 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from streamwatch.config import Config
+from streamwatch.engine.indicators import Indicator, IndicatorMap
 from streamwatch.events import Event
-from streamwatch.indicators import Indicator, IndicatorMap
 from streamwatch.sources import read_events
 
 __all__ = [

@@ -42,7 +42,7 @@ import numpy.typing as npt
 from scipy import optimize as _optimize
 from scipy import stats as _scipy_stats
 
-from .data import RunData
+from streamwatch.report.data import RunData
 
 __all__ = [
     "CHOICE",

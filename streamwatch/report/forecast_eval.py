@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import RunData, collect_runs
-from .forecast import FRACTIONS, METHODS, final_value, run_forecasts
+from streamwatch.report.data import RunData, collect_runs
+from streamwatch.report.forecast import FRACTIONS, METHODS, final_value, run_forecasts
 
 __all__ = [
     "Decision",

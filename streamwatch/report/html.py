@@ -1,5 +1,8 @@
 """The HTML report: per run the DAPO-style panel with incidents drawn where they fired.
 
+One module because it draws one page: the panels, their incident marks, the
+incident table and the run index are parts of one figure and share its layout.
+
 Each run gets one figure: response length, train reward, entropy, token probability and
 held-out score (those the run logs), then the indicators or metrics asked for, then any
 other series an incident fired on. Incidents are markers on the curve they concern, at the
@@ -25,17 +28,16 @@ from typing import Any
 import numpy as np
 
 from streamwatch import __version__
+from streamwatch.alerting.notes import incident_notes
 from streamwatch.config import Config
-from streamwatch.cost import describe_spent
+from streamwatch.engine.cost import describe_spent
 from streamwatch.incidents import Incident, Severity, Status
-from streamwatch.notes import incident_notes
-from streamwatch.replay import replay_files
-
-from .axes import axis_title
-from .data import RunData, Series, collect_runs, is_indicator
-from .downsample import downsample
-from .forecast import outlook
-from .page import JsMode, Page, plotly_version
+from streamwatch.replay.files import replay_files
+from streamwatch.report.axes import axis_title
+from streamwatch.report.data import RunData, Series, collect_runs, is_indicator
+from streamwatch.report.downsample import downsample
+from streamwatch.report.forecast import outlook
+from streamwatch.report.page import JsMode, Page, plotly_version
 
 __all__ = ["DEFAULT_PANELS", "SEVERITY_COLOURS", "ReportSummary", "build_report", "render_report"]
 
@@ -371,9 +373,10 @@ def render_report(
     ledger).
 
     A run that has not reached ``forecast_to`` (default: the longest run's last step) gets
-    the forecast of its final train reward and held-out there (:func:`~.forecast.outlook`).
+    the forecast of its final train reward and held-out there
+    (:func:`~streamwatch.report.forecast.outlook`).
     ``spent``: per run, the compute spent after its first critical incident (the engine's
-    :meth:`~streamwatch.monitor.Monitor.spent`)."""
+    :meth:`~streamwatch.engine.monitor.Monitor.spent`)."""
     spent = spent or {}
     if max_points < 4:
         raise ValueError(f"max_points must be >= 4, got {max_points}")

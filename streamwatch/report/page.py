@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
-from streamwatch.install import install_hint
+from streamwatch._install import install_hint
 
 __all__ = ["JsMode", "Page", "figure_json", "plotly_version"]
 

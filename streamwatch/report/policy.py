@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from streamwatch.indicators import Indicator
+from streamwatch.engine.indicators import Indicator
 
 __all__ = ["NEUTRAL", "POLICIES", "Policy", "Verdict", "judge"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import textwrap
 
-from .compare import ComparisonResult, IndicatorComparison, Verdict
+from streamwatch.report.compare import ComparisonResult, IndicatorComparison, Verdict
 
 __all__ = ["comparison_cells", "end_shift", "format_effect", "format_table", "verdict_text"]
 

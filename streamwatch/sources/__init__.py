@@ -1,7 +1,7 @@
 """Where events come from: recorded files (streamwatch, verl and flat JSONL, HF
 trainer_state.json, W&B CSV exports, console logs, TensorBoard event files)."""
 
-from .files import (
+from streamwatch.sources.files import (
     MAX_KEPT_PROBLEMS,
     FileSource,
     ReadStats,
@@ -11,7 +11,7 @@ from .files import (
     read_events,
     unreadable,
 )
-from .formats import FORMATS, detect_format
+from streamwatch.sources.formats import FORMATS, detect_format
 
 __all__ = [
     "FORMATS",

@@ -38,8 +38,7 @@ import re
 from collections.abc import Iterator
 
 from streamwatch.events import Event, to_float
-
-from ._reading import ReadContext, preview
+from streamwatch.sources._reading import ReadContext, preview
 
 __all__ = ["looks_like_console", "parse_mlx", "parse_printed_dict", "parse_verl", "read_console"]
 

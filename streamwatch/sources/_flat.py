@@ -35,8 +35,7 @@ import re
 from collections.abc import Iterator
 
 from streamwatch.events import Event, to_float
-
-from ._reading import ReadContext
+from streamwatch.sources._reading import ReadContext
 
 __all__ = ["STEP_KEYS", "TIME_KEYS", "flat_step", "flatten", "read_flat", "record_kind"]
 

@@ -6,8 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from streamwatch.events import Event, decode_event
-
-from ._reading import ReadContext
+from streamwatch.sources._reading import ReadContext
 
 __all__ = ["read_streamwatch", "read_verl"]
 

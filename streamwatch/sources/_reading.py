@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamwatch._json import loads
 from streamwatch.events import Event, Problem, decode_event
+from streamwatch.sources._json import loads
 
 __all__ = ["BOM", "ReadContext", "ReadStats"]
 

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from streamwatch.events import Event
-
-from ._reading import ReadContext
+from streamwatch.sources._reading import ReadContext
 
 __all__ = ["MAGIC", "is_event_file", "read_tensorboard", "tensorboard_available"]
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from streamwatch.events import Event, to_float
-
-from ._reading import BOM, ReadContext
+from streamwatch.sources._reading import BOM, ReadContext
 
 __all__ = ["MAX_TRAINER_STATE_BYTES", "read_trainer_state"]
 

@@ -14,8 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from streamwatch.events import Event, to_float
-
-from ._reading import ReadContext, preview
+from streamwatch.sources._reading import ReadContext, preview
 
 __all__ = ["STEP_COLUMNS", "read_wandb_csv"]
 

@@ -27,12 +27,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streamwatch._install import install_hint
 from streamwatch.events import Event, Problem
-from streamwatch.install import install_hint
-
-from ._reading import ReadContext, ReadStats
-from ._tensorboard import tensorboard_available
-from .formats import FORMATS, READERS, detect_format
+from streamwatch.sources._reading import ReadContext, ReadStats
+from streamwatch.sources._tensorboard import tensorboard_available
+from streamwatch.sources.formats import FORMATS, READERS, detect_format
 
 __all__ = [
     "LOG_SUFFIXES",

@@ -4,6 +4,9 @@ in a directory every log a replay of it reads (:func:`~streamwatch.sources.files
 list_directory`), new ones as they appear (a Hugging Face output directory's newest
 ``checkpoint-N/trainer_state.json`` as each save writes one).
 
+One module because its followers (text logs, rewritten documents, TensorBoard
+directories, directories of logs) share one protocol and one reading context.
+
 Each :class:`Follower` is asked for what is new with :meth:`~Follower.poll`, which returns at
 once with the events that became readable since the last call (never a partial line: a
 line counts once its newline is written). Text logs keep their reader's state across polls
@@ -26,12 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from streamwatch.events import Event, Problem, decode_event
-
-from ._reading import BOM, ReadContext, ReadStats
-from ._tensorboard import _MAX_GROUP as _TB_MAX_GROUP
-from ._tensorboard import _scalars
-from .files import FileSource, default_run_id, list_directory, unreadable
-from .formats import READERS, detect_format
+from streamwatch.sources._reading import BOM, ReadContext, ReadStats
+from streamwatch.sources._tensorboard import _MAX_GROUP as _TB_MAX_GROUP
+from streamwatch.sources._tensorboard import _scalars
+from streamwatch.sources.files import FileSource, default_run_id, list_directory, unreadable
+from streamwatch.sources.formats import READERS, detect_format
 
 __all__ = ["READ_BYTES", "Directory", "Follower", "follow"]
 

@@ -8,14 +8,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from streamwatch.events import Event
-
-from ._console import looks_like_console, read_console
-from ._flat import STEP_KEYS, read_flat
-from ._jsonl import read_streamwatch, read_verl
-from ._reading import BOM, ReadContext, preview
-from ._tensorboard import is_event_file, read_tensorboard
-from ._trainer_state import read_trainer_state
-from ._wandb_csv import STEP_COLUMNS, read_wandb_csv
+from streamwatch.sources._console import looks_like_console, read_console
+from streamwatch.sources._flat import STEP_KEYS, read_flat
+from streamwatch.sources._jsonl import read_streamwatch, read_verl
+from streamwatch.sources._reading import BOM, ReadContext, preview
+from streamwatch.sources._tensorboard import is_event_file, read_tensorboard
+from streamwatch.sources._trainer_state import read_trainer_state
+from streamwatch.sources._wandb_csv import STEP_COLUMNS, read_wandb_csv
 
 __all__ = ["FORMATS", "READERS", "detect_format"]
 

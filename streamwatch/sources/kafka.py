@@ -22,8 +22,8 @@ from typing import Any
 from msgspec import Struct
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from streamwatch._json import loads
 from streamwatch.events import Event, Problem, decode_event
+from streamwatch.sources._json import loads
 from streamwatch.sources.wire import decode_plain
 
 __all__ = [

@@ -30,10 +30,10 @@ from typing import Any
 
 from streamwatch.alerting.config import Receiver, Templates
 from streamwatch.alerting.message import Message
+from streamwatch.alerting.notes import incident_notes
 from streamwatch.alerting.notify.http import HttpRequest
 from streamwatch.alerting.notify.text import clip, flatten_evidence, header_text, incident_link
 from streamwatch.incidents import Incident, Status
-from streamwatch.notes import incident_notes
 
 __all__ = ["COLORS", "DiscordNotifier", "check_discord", "discord_payload"]
 

@@ -32,13 +32,13 @@ from urllib.parse import urlsplit
 
 from streamwatch.alerting.config import Receiver, Templates
 from streamwatch.alerting.message import Message
+from streamwatch.alerting.notes import incident_notes
 from streamwatch.alerting.notify.http import HttpRequest
 from streamwatch.alerting.notify.text import flatten_evidence, header_text, incident_link
 from streamwatch.alerting.redact import Redactor
 from streamwatch.alerting.retry import SendResult
 from streamwatch.clock import Clock
 from streamwatch.incidents import Incident, Status
-from streamwatch.notes import incident_notes
 
 __all__ = ["EmailNotifier", "SmtpPoster", "email_message"]
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from streamwatch.alerting.config import Receiver, Templates
 from streamwatch.alerting.message import Message
+from streamwatch.alerting.notes import incident_notes
 from streamwatch.alerting.notify.http import HttpRequest
 from streamwatch.alerting.notify.text import (
     because_text,
@@ -30,7 +31,6 @@ from streamwatch.alerting.notify.text import (
     units,
 )
 from streamwatch.incidents import Incident, Severity, Status
-from streamwatch.notes import incident_notes
 
 __all__ = ["MAX_BLOCKS", "MAX_BLOCKS_CHARS", "SlackNotifier", "check_block_kit", "slack_payload"]
 

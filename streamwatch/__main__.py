@@ -1,0 +1,5 @@
+"""``python -m streamwatch``: the ``streamwatch`` command."""
+
+from streamwatch.cli import main
+
+raise SystemExit(main())

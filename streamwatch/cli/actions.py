@@ -1,0 +1,68 @@
+"""The actor of a command: the config's ``[[actions]]`` and the command line's.
+
+``--stop-pid PID`` (:mod:`streamwatch.actions.args`) adds a rule that sends ``--stop-signal``
+(SIGTERM) to the process (or, with ``--stop-group``, its process group) on a critical
+incident confirmed over ``--stop-confirm-steps``; being asked for on the command line, it
+acts for real unless ``--dry-run`` is given. ``[[actions]]`` rules from the config do a dry
+run until they say ``dry_run = false``; ``--dry-run`` makes every rule a dry run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from streamwatch.actions.actor import Actor
+from streamwatch.actions.config import ActionRule
+from streamwatch.actions.log import ActionLog
+from streamwatch.alerting.silence import SilenceFile
+from streamwatch.cli.alerting import ENV_STATE_DIR
+from streamwatch.config import Config
+
+__all__ = ["build_actor"]
+
+
+def _rules(args: argparse.Namespace, config: Config) -> list[ActionRule]:
+    rules = list(config.actions)
+    pid = getattr(args, "stop_pid", None)
+    if pid is not None:
+        rules.append(
+            ActionRule(
+                name="stop-pid",
+                do="signal",
+                pid=pid,
+                signal=args.stop_signal,
+                process_group=args.stop_group,
+                confirm_steps=args.stop_confirm_steps,
+                dry_run=False,
+            )
+        )
+    return rules
+
+
+def build_actor(args: argparse.Namespace, config: Config, *, stop: bool) -> Actor | None:
+    """The actor of a command's rules (None without rules). ``stop``: the command can send
+    stop requests (the live service). Raises ValueError for rules it cannot carry out."""
+    rules = _rules(args, config)
+    if not rules:
+        return None
+    state = Path(
+        getattr(args, "alert_state_dir", None)
+        or os.environ.get(ENV_STATE_DIR)
+        or config.alerting.state_dir
+    )
+    log_path = getattr(args, "action_log", None) or state / "actions.jsonl"
+    silences = (
+        Path(config.alerting.silences_file)
+        if config.alerting.silences_file is not None
+        else state / "silences.json"
+    )
+    return Actor(
+        rules,
+        action_log=ActionLog(log_path),
+        stop=stop,
+        silences=SilenceFile(silences),
+        inhibit=config.alerting.inhibit,
+        dry_run=bool(getattr(args, "dry_run", False)),
+    )

@@ -1,0 +1,91 @@
+"""``streamwatch watch``: follow growing logs until interrupted (Ctrl-C or SIGTERM) or idle,
+then summarise; the exit codes of ``replay`` (:mod:`streamwatch.cli.outcome`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+from streamwatch.actions.record import describe
+from streamwatch.cli.actions import build_actor
+from streamwatch.cli.interrupt import stop_on_signals
+from streamwatch.cli.outcome import EXIT_INCIDENT, EXIT_NO_EVENTS, exit_code
+from streamwatch.cli.sinks import incident_sinks
+from streamwatch.clock import SystemClock
+from streamwatch.config import load_config
+from streamwatch.incidents import Severity
+from streamwatch.replay.files import format_runs
+from streamwatch.replay.watch import Watcher
+
+__all__ = ["run_watch"]
+
+
+def _note(line: str) -> None:
+    print(f"watch: {line}", file=sys.stderr, flush=True)
+
+
+def _follow(
+    watcher: Watcher, clock: SystemClock, args: argparse.Namespace, stop: threading.Event
+) -> None:
+    """Poll until stopped, or until ``--idle-exit`` seconds pass without a new event; a
+    progress line every ``--status-seconds``. While a log holds more than a poll reads (a
+    large backlog), the next poll follows at once."""
+    last_event = clock.now()
+    next_status = last_event + args.status_seconds
+    while not stop.is_set():
+        seen = watcher.stats.events
+        watcher.poll()
+        now = clock.now()
+        if watcher.stats.events > seen:
+            last_event = now
+        elif args.idle_exit is not None and now - last_event >= args.idle_exit:
+            return
+        if args.status_seconds > 0 and now >= next_status:
+            _note(watcher.progress())
+            next_status = now + args.status_seconds
+        if not watcher.behind:
+            stop.wait(args.poll)
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    if args.poll <= 0:
+        raise ValueError(f"--poll must be > 0 seconds, got {args.poll}")
+    config = load_config(args.config)
+    clock = SystemClock()
+    actor = build_actor(args, config, stop=False)
+    with stop_on_signals() as stop, incident_sinks(args, config, append=True) as outputs:
+        watcher = Watcher(
+            args.paths,
+            clock,
+            config,
+            sinks=outputs.sinks,
+            format=args.format,
+            run_id=args.run_id,
+            on_note=_note,
+            actor=actor,
+        )
+        _note(f"watching {len(args.paths)} path(s), reading every {args.poll:g} s")
+        try:
+            _follow(watcher, clock, args, stop)
+        finally:
+            watcher.close()
+    s = watcher.stats
+    print(f"watched {len(watcher.followers)} path(s): {s.events:,} events in {s.polls} polls")
+    shown = format_runs(watcher.tally, Severity(args.min_severity), watcher.monitor.spent())
+    print("\n".join(shown + outputs.muted.summary()) or "no incidents")
+    for record in actor.records if actor is not None else ():
+        print(f"action {record.rule} on run {record.run_id}: {describe(record.entry())}")
+    for why in watcher.not_followed.values():
+        print(f"not followed: {why}")
+    if s.problems:
+        print(f"{s.problems:,} problem(s) set aside; first ones:")
+        print("\n".join(f"  {p}" for p in s.kept[:10]))
+    code = exit_code(events=s.events, worst=watcher.tally.worst, fail_on=args.fail_on)
+    if code == EXIT_NO_EVENTS:
+        print("streamwatch: watch read no event, nothing was checked", file=sys.stderr)
+    elif code == EXIT_INCIDENT:
+        worst = watcher.tally.worst
+        assert worst is not None
+        print(f"streamwatch: failing: a {worst.value} incident fired", file=sys.stderr)
+    return code
