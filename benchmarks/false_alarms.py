@@ -53,6 +53,7 @@ class RunResult:
     label: str
     steps: int
     onset: int | None
+    fold: str = ""  # the repository it comes from (its framework, when none is given)
     fired: list[Fired] = field(default_factory=list)
 
     def serious(self) -> list[Fired]:
@@ -76,7 +77,9 @@ def _fired(incidents: list[Incident]) -> list[Fired]:
 def replay_run(entry: dict[str, Any]) -> RunResult:
     result = replay_files([CORPUS / entry["file"]])
     onset = entry.get("onset_step")
-    return RunResult(entry["id"], entry["label"], entry["steps"], onset, _fired(result.incidents))
+    fold = entry.get("source", {}).get("repository") or f"({entry['framework']})"
+    fired = _fired(result.incidents)
+    return RunResult(entry["id"], entry["label"], entry["steps"], onset, fold, fired)
 
 
 def replay_family(seed: int) -> tuple[str, int, list[Fired], tuple[str, ...]]:
@@ -147,6 +150,44 @@ def failing_table(runs: list[RunResult]) -> list[dict[str, Any]]:
     return out
 
 
+def _flagged(r: RunResult) -> bool:
+    """A failing run flagged (warning or worse) at or after its onset."""
+    return any(r.onset is None or f.step >= r.onset for f in r.serious())
+
+
+def folds_table(runs: list[RunResult]) -> dict[str, Any]:
+    """Per repository: healthy runs warned, failing runs flagged. The engine's thresholds
+    are its defaults, fitted to none of these runs, so each fold's figure is already its
+    held-out one; leave-one-repository-out sums them and names the worst fold."""
+    folds: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        row = folds.setdefault(
+            r.fold, {"healthy": 0, "warned": [], "failing": 0, "flagged": 0, "runs": 0}
+        )
+        row["runs"] += 1
+        if r.label == "healthy":
+            row["healthy"] += 1
+            if r.serious():
+                row["warned"].append(r.id)
+        elif r.label == "failing":
+            row["failing"] += 1
+            row["flagged"] += _flagged(r)
+    with_healthy = [f for f in folds.values() if f["healthy"]]
+    loro = {
+        "folds": len(folds),
+        "healthy_warned": sum(len(f["warned"]) for f in folds.values()),
+        "healthy": sum(f["healthy"] for f in folds.values()),
+        "folds_with_a_warned_healthy_run": sum(1 for f in with_healthy if f["warned"]),
+        "folds_with_healthy_runs": len(with_healthy),
+        "failing_flagged": sum(f["flagged"] for f in folds.values()),
+        "failing": sum(f["failing"] for f in folds.values()),
+        "worst_fold": max(
+            with_healthy, key=lambda f: len(f["warned"]) / f["healthy"], default=None
+        ),
+    }
+    return {"folds": dict(sorted(folds.items())), "leave_one_repository_out": loro}
+
+
 def family_table(seeds: int) -> dict[str, Any]:
     warned: list[dict[str, Any]] = []
     kinds: Counter[str] = Counter()
@@ -191,6 +232,20 @@ def _print(report: dict[str, Any]) -> None:
         before = "; ".join(row["before_onset"]) or "none"
         print(f"{row['id']:<36}{row['onset']!s:>7}{flagged:>9}{delay:>7}  {row['kind']}; {before}")
 
+    print("\n## per repository (fold): healthy runs warned, failing runs flagged at/after onset")
+    print(f"{'repository':<52}{'runs':>5}{'healthy warned':>16}{'failing flagged':>17}")
+    for name, row in report["folds"]["folds"].items():
+        warned = f"{len(row['warned'])}/{row['healthy']}" if row["healthy"] else "-"
+        flagged = f"{row['flagged']}/{row['failing']}" if row["failing"] else "-"
+        print(f"{name:<52}{row['runs']:>5}{warned:>16}{flagged:>17}")
+    loro = report["folds"]["leave_one_repository_out"]
+    print(
+        f"leave-one-repository-out ({loro['folds']} folds): healthy runs warned "
+        f"{loro['healthy_warned']}/{loro['healthy']} (in "
+        f"{loro['folds_with_a_warned_healthy_run']}/{loro['folds_with_healthy_runs']} folds with "
+        f"healthy runs); failing runs flagged {loro['failing_flagged']}/{loro['failing']}"
+    )
+
     print("\n## every run: warning-or-worse incidents (kind@step)")
     for r in report["runs"]:
         serious = [f for f in r["fired"] if f["severity"] != "info"]
@@ -218,12 +273,14 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "healthy": healthy_table(runs),
         "failing": failing_table(runs),
+        "folds": folds_table(runs),
         "runs": [
             {
                 "id": r.id,
                 "label": r.label,
                 "steps": r.steps,
                 "onset": r.onset,
+                "fold": r.fold,
                 "fired": [vars(f) for f in r.fired],
             }
             for r in runs

@@ -287,3 +287,60 @@ def test_a_handover_forgets_the_old_scale_and_survives_a_snapshot() -> None:
     assert run.retired == {"val-core/gsm8k/acc/mean@4": 20}
     assert copy.bound[Indicator.HELDOUT_REWARD] == "val-core/gsm8k/acc/mean@4"
     assert copy.claims["val-aux/gsm8k/reward/mean@4"].missed == 1
+
+
+def _run(metric: str, values: list[float]) -> tuple[Monitor, list[str], list[str]]:
+    """One run logging ``metric`` (and a reward) at steps 1..n; its incidents and problems."""
+    monitor = Monitor()
+    kinds: list[str] = []
+    for step, x in enumerate(values, 1):
+        event = Event(run_id="r", step=step, metrics={metric: x, "reward": 0.3 + step / 1000})
+        kinds += [f"{u.kind}:{u.status.value}" for u in monitor.process(event)]
+    problems = [p.reason for p in monitor.drain_problems()]
+    return monitor, kinds, problems
+
+
+def test_a_count_named_like_a_ratio_is_not_bound_as_one() -> None:
+    """A trainer's count of cut completions (0, 1, 12, 398 of a batch) under a name that
+    says truncation: never read as a truncation ratio (398 would be "39,800% truncated")."""
+    counts = [0.0, 1.0, 3.0, 12.0, 398.0, 250.0, 400.0, 397.0] * 5
+    monitor, kinds, problems = _run("truncated_completions", counts)
+    assert not [k for k in kinds if k.startswith("truncation_saturation:firing")]
+    assert "truncation_ratio" not in bound(monitor, "r")
+    assert problems == [
+        "'truncated_completions' looks like a count (3), not a share: not used as the "
+        "truncation ratio"
+    ]
+    # watched as a generic metric from then on, and never bound again
+    assert monitor.runs["r"].series["truncated_completions"].indicator is None
+
+
+def test_a_share_pinned_at_one_before_a_count_shows_itself_is_resolved() -> None:
+    """A count that reads 1 for its first steps looks like a ratio pinned at 1: what that
+    raised is resolved once a value shows it is no share."""
+    _, kinds, problems = _run("truncated_completions", [1.0] * 12 + [37.0] * 3)
+    assert problems and "looks like a count (37)" in problems[0]
+    fired = [k for k in kinds if k.endswith(":firing") and k.startswith("truncation")]
+    resolved = [k for k in kinds if k.endswith(":resolved") and k.startswith("truncation")]
+    assert len(fired) == len(resolved)
+
+
+def test_a_count_word_in_the_name_keeps_it_from_the_share_indicators() -> None:
+    m = IndicatorMap()
+    assert m.resolve("num_truncated") is None
+    assert m.resolve("clip_count") is None
+    assert m.resolve("truncated_ratio") == "truncation_ratio"
+
+
+def test_a_percentage_said_so_is_read_as_a_share() -> None:
+    """``completions/clipped_pct`` at 35 is 35%: the checks see 0.35, nothing is dropped."""
+    monitor, _, problems = _run("completions/clipped_pct", [35.0] * 20)
+    assert problems == []
+    assert bound(monitor, "r")["truncation_ratio"] == "completions/clipped_pct"
+    assert monitor.runs["r"].series["completions/clipped_pct"].scale == 0.01
+
+
+def test_a_true_ratio_keeps_its_binding() -> None:
+    monitor, _, problems = _run("completions/clipped_ratio", [0.0, 0.02, 0.05, 0.01] * 10)
+    assert problems == []
+    assert bound(monitor, "r")["truncation_ratio"] == "completions/clipped_ratio"

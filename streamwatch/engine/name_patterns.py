@@ -60,6 +60,8 @@ LENGTH = frozenset({"length", "len", "lengths"})
 GENERATED = frozenset({"response", "responses", "completion", "completions", "generated"})
 NOT_RESPONSE = frozenset({"prompt", "prompts", "input", "seq", "seqlen", "sequence", "global"})
 OTHER_LOSS = frozenset({"value", "vf", "critic", "sft", "aux", "kl", "entropy"})
+#: words of a count: a number of things, never a share of them
+COUNT = frozenset({"num", "n", "count", "counts", "number", "cnt"})
 
 
 @dataclass(frozen=True)
@@ -85,13 +87,13 @@ def _truncated(w: frozenset[str]) -> bool:
     """Completions cut at the cap: truncated, clipped (TRL's ``clipped_ratio``), or a clip of
     a completion or its length (OpenRLHF's ``response_clip_ratio``)."""
     cut = bool(w & {"truncated", "truncation"}) or _both(frozenset({"clipped"}), SHARE)(w)
-    return (cut or _both(CLIPPED, GENERATED | LENGTH)(w)) and not w & NOT_RESPONSE
+    return (cut or _both(CLIPPED, GENERATED | LENGTH)(w)) and not w & (NOT_RESPONSE | COUNT)
 
 
 def _clip_fraction(w: frozenset[str]) -> bool:
     """The policy ratio clipped (PPO's clip fraction); a clipped length is another thing."""
     clipped = "clipfrac" in w or _both(CLIPPED, SHARE)(w)
-    return clipped and not w & (NOT_RESPONSE | LENGTH)
+    return clipped and not w & (NOT_RESPONSE | LENGTH | COUNT)
 
 
 CLIPPED = frozenset({"clip", "clipped"})

@@ -102,6 +102,9 @@ _STALLED: Final = Kind.RUN_STALLED
 
 _FIRING: Final = Status.FIRING
 
+#: the largest share a ratio may show (a sum of shares may round past 1)
+_SHARE_MAX: Final = 1.0 + 1e-9
+
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
@@ -123,6 +126,9 @@ class RunState:
     bound_rank: dict[Indicator, int] = field(default_factory=dict)  # the rank of each bound
     claims: dict[str, Claim] = field(default_factory=dict)  # outranked, may take over
     retired: dict[str, int] = field(default_factory=dict)  # handed over -> its last step
+    #: metrics whose values contradicted the indicator their name bound them to (a count
+    #: named like a ratio): never bound to an indicator again in this run
+    misbound: set[str] = field(default_factory=set)
     hacking: HackingCheck = field(init=False)
     signal: NoSignalCheck = field(init=False)
     cap: CapCheck = field(init=False)
@@ -171,6 +177,8 @@ class RunState:
         run (:meth:`IndicatorMap.lookup`); a metric that ranks after the one bound gets generic
         checks, and one that ranks before takes the indicator over from it."""
         self.layout = []
+        if indicator is not None and metric in self.misbound:
+            indicator = None
         if indicator is not None:
             owner = self.bound.get(indicator)
             if owner is not None and owner != metric and rank < self.bound_rank[indicator]:
@@ -369,6 +377,12 @@ class RunState:
     def check(self, s: Series, step: int, x: float) -> None:
         """:meth:`judge` but for the drift screen (the Monitor screens an event's generic
         values together)."""
+        scale = s.scale
+        if scale != 0.0:
+            x *= scale
+            if not 0.0 <= x <= _SHARE_MAX:
+                self._not_a_share(s, step, x / scale)
+                return
         graced = step <= self.grace_until
         window = s.window
         if window is not None:
@@ -381,6 +395,26 @@ class RunState:
                 self._report(check.kinds, s.name, step, found)
         if s.special:
             self._close_special(s, step, x)
+
+    def _not_a_share(self, s: Series, step: int, x: float) -> None:
+        """A value that its indicator cannot take (398 for a truncation ratio): the metric is
+        not that indicator. The binding is dropped (the metric is watched as a generic one
+        from here on), what its checks raised is resolved, and the run's problems say so."""
+        indicator = s.indicator
+        if indicator is None:
+            return
+        what = "a count" if x >= 1.0 and x == int(x) else "outside 0..1"
+        said = f"{x:,.0f}" if what == "a count" else f"{x:.4g}"
+        share = indicator.value.replace("_", " ")
+        why = f"{s.metric!r} looks like {what} ({said}), not a share: not used as the {share}"
+        self.problems.append(Problem(s.metric, why, self.run_id, step, s.metric))
+        self.misbound.add(s.metric)
+        for check in s.checks:
+            for kind in check.kinds:
+                update = self.book.resolve(self.book.fid(kind, s.name), step, None, why)
+                if update is not None:
+                    self.emit(update)
+        self._unbind(indicator, s.metric)
 
     def screened(
         self, step: int, cols: list[DriftColumn], xs: vec[float], metrics: Mapping[str, float]

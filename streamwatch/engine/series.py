@@ -34,15 +34,24 @@ __all__ = [
     "NO_ORDER",
     "NO_STEPS",
     "NO_VALUES",
+    "RATIOS",
     "Claim",
     "Gathered",
     "Series",
     "drift_column",
     "make_checks",
+    "ratio_scale",
 ]
 
 #: evaluations in a row without the bound metric before another takes its indicator
 HANDOVER_AFTER: Final = 3
+
+#: the indicators whose values are shares of a whole: in [0, 1], or in [0, 100] when the
+#: metric's name says it is a percentage
+RATIOS: Final = frozenset(
+    {Indicator.TRUNCATION_RATIO, Indicator.CLIP_FRACTION, Indicator.TOKEN_PROB}
+)
+_PERCENT_WORDS: Final = ("pct", "percent", "%")
 
 _FEEDS_HACKING: Final = {Indicator.TRAIN_REWARD, Indicator.HELDOUT_REWARD}
 
@@ -84,6 +93,23 @@ _NO_DRIFT: Final = {
     Indicator.RESPONSE_LENGTH_MAX,
     Indicator.RESPONSE_LENGTH_MIN,
 }
+
+
+def ratio_scale(indicator: Indicator | None, metric: str) -> float:
+    """What a series' values are multiplied by to be the share its indicator is (0.0: its
+    indicator is not a share, nothing to check).
+
+    >>> ratio_scale(Indicator.TRUNCATION_RATIO, "completions/clipped_ratio")
+    1.0
+    >>> ratio_scale(Indicator.TRUNCATION_RATIO, "truncated_pct")
+    0.01
+    >>> ratio_scale(Indicator.ENTROPY, "actor/entropy")
+    0.0
+    """
+    if indicator not in RATIOS:
+        return 0.0
+    name = metric.lower()
+    return 0.01 if any(word in name for word in _PERCENT_WORDS) else 1.0
 
 
 def make_checks(
@@ -166,6 +192,7 @@ class Series:
         "order",
         "pending_values",
         "per_source",
+        "scale",
         "signal",
         "solo",
         "special",
@@ -190,6 +217,7 @@ class Series:
         self.checks = checks
         self.drift = drift  # generic metrics: their column of the run's drift screen
         self.straggler = straggler
+        self.scale = ratio_scale(indicator, metric)  # a share's unit: checked at every value
         self.feeds_hacking = indicator in _FEEDS_HACKING  # its values go to the hacking check
         self.per_source = straggler is not None  # each source's value kept for the straggler
         self.signal = _SIGNAL_OF.get(indicator) if indicator else None  # no-signal check's
