@@ -496,6 +496,12 @@ class EngineConfig(_Section):
     resolve_after: int = Field(
         20, ge=1, description="healthy updates (at most one an event) before an incident resolves"
     )
+    settle: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="and healthy for this share of the run's steps so far: one episode a drift",
+    )
     entropy: EntropySettings = EntropySettings()
     reward: RewardSettings = RewardSettings()
     length: LengthSettings = LengthSettings()

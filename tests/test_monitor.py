@@ -244,7 +244,7 @@ def test_short_nan_episode_resolves_after_resolve_after_healthy_updates(
     resolve_after: int,
 ) -> None:
     spec = RunSpec("blip", seed=2, faults=(Fault("nonfinite_metric", 100, duration=1),))
-    config = Config(engine=EngineConfig(resolve_after=resolve_after))
+    config = Config(engine=EngineConfig(resolve_after=resolve_after, settle=0.0))
     incidents = [i for i in run_monitor(simulate_run(spec), config) if i.kind == "nonfinite_metric"]
     fired = [i for i in incidents if i.status is Status.FIRING]
     assert fired
@@ -258,6 +258,32 @@ def test_short_nan_episode_resolves_after_resolve_after_healthy_updates(
             inc.kind,
             inc.indicator,
         )
+
+
+@pytest.mark.parametrize("settle", [0.1, 0.3])
+def test_an_episode_resolves_once_its_health_spans_its_share_of_the_run(settle: float) -> None:
+    """A failure that comes back before its health has lasted ``settle`` of the run's steps
+    is the same episode: one announcement, one resolve, at the step the share is reached."""
+    spec = RunSpec("blip", seed=2, faults=(Fault("nonfinite_metric", 100, duration=1),))
+    config = Config(engine=EngineConfig(resolve_after=5, settle=settle))
+    incidents = [i for i in run_monitor(simulate_run(spec), config) if i.kind == "nonfinite_metric"]
+    for inc in [i for i in incidents if i.status is Status.FIRING]:
+        after = [i for i in incidents if i.id == inc.id and i.step > inc.step]
+        assert after and after[0].status is Status.RESOLVED
+        # healthy from step 101: resolved at the first step s with s - 101 >= settle * s
+        assert after[0].step == math.ceil(101 / (1 - settle))
+
+
+def test_a_recurring_failure_within_its_settling_is_one_incident() -> None:
+    events = [
+        Event(run_id="r", step=s, metrics={"loss": math.nan if s % 30 == 0 else 1.0})
+        for s in range(1, 400)
+    ]
+    monitor = Monitor()
+    out = [u for e in events for u in monitor.process(e)]
+    fired = [u for u in out if u.kind == "nonfinite_metric" and u.status is Status.FIRING]
+    # back after 29 healthy steps: a new episode only while 29 steps are a tenth of the run
+    assert [u.step for u in fired] == [s for s in range(30, 400, 30) if s <= 290]
 
 
 def test_escalation_reannounces_with_the_same_id() -> None:

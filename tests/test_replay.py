@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from streamwatch.cli.main import main
+from streamwatch.config import Config, EngineConfig
 from streamwatch.replay.files import format_summary, replay_files
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "logs"
@@ -89,7 +90,9 @@ def test_the_summary_is_bounded_and_the_replay_keeps_no_incident_list(tmp_path: 
         for n in range(2000):
             fh.write(json.dumps({"run_id": f"r{n}", "step": 1, "metrics": {"loss": "nan"}}))
             fh.write("\n")
-    result = replay_files([path], keep_incidents=False)
+    # each non-finite value its own incident: no settling (one episode with the default)
+    separate = Config(engine=EngineConfig(settle=0.0))
+    result = replay_files([path], separate, keep_incidents=False)
     assert result.incidents == []
     run = result.tally.runs["r"]
     assert run.fired == 120 and len(run.shown()) == 10
@@ -98,7 +101,10 @@ def test_the_summary_is_bounded_and_the_replay_keeps_no_incident_list(tmp_path: 
     assert len(summary.splitlines()) < 600
     assert "run r: 120 critical (120 resolved); showing the 10 most severe" in summary
     assert "more run(s) with incidents" in summary
-    assert len(replay_files([path]).incidents) > 2120  # firing and resolved updates
+    assert len(replay_files([path], separate).incidents) > 2120  # firing and resolved updates
+    # with the default settling (a tenth of the run's steps), a failure back within 24 steps
+    # is a new episode only while the run is younger than 240 steps: 10 of them, not 120
+    assert replay_files([path], keep_incidents=False).tally.runs["r"].fired == 10
 
 
 def test_problems_are_counted_per_line_and_blank_lines_reported(tmp_path: Path) -> None:

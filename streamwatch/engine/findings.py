@@ -4,7 +4,9 @@ A check reports a :class:`Finding` (the run is unhealthy in one respect, now) or
 check looked and saw health). The :class:`IncidentBook` of a run turns that stream into
 incident updates (:class:`~streamwatch.incidents.Incident`): one firing incident per
 fingerprint, re-announced only when its severity rises, resolved once the check has seen
-health for ``resolve_after`` consecutive updates (the run counts one an event at most). An
+health for ``resolve_after`` consecutive updates (the run counts one an event at most) that
+also span ``settle`` of the run's steps so far: an incident is an episode, and a series that
+drifts slowly in and out of a threshold stays in one until its health has lasted. An
 info of a fingerprint already announced (at any severity) is not announced again once it
 resolved: an info says something worth knowing once (entropy at a tenth of its start while
 the run learns, a KL beyond its ceiling beside a reward that does not fall), and it stays
@@ -92,7 +94,8 @@ class Finding:
 @dataclass(slots=True)
 class _Open:
     incident: Incident
-    healthy: int = 0
+    healthy: int = 0  # healthy looks in a row
+    healthy_since: int = -1  # the step of the first of them
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -103,6 +106,9 @@ class IncidentBook:
     run_id: str
     resolve_after: int
     remedies: dict[str, list[str]]
+    #: an incident resolves only once its health has also lasted this share of the run's
+    #: steps so far: a slow drift in and out of a threshold is one episode, not a flap
+    settle: float = 0.0
     open: dict[str, _Open] = field(default_factory=dict)
     #: the (kind, indicator) of every open incident: what a check that saw health asks
     firing: set[tuple[str, str]] = field(default_factory=set)
@@ -157,8 +163,12 @@ class IncidentBook:
             return None
         fid = self.fid(kind, indicator)
         current = self.open[fid]
+        if current.healthy == 0:
+            current.healthy_since = step
         current.healthy += 1
         if current.healthy < self.resolve_after:
+            return None
+        if step - current.healthy_since < self.settle * step:
             return None
         return self.resolve(fid, step, ts, f"healthy for {current.healthy} updates")
 

@@ -157,7 +157,7 @@ class RunState:
     first_critical: int = -1  # the step of the run's first critical incident
 
     def __post_init__(self) -> None:
-        self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES)
+        self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES, self.cfg.settle)
         self.open_incidents = self.book.open
         self.firing = self.book.firing
         self.on = self.book.indicators
