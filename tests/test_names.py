@@ -1,0 +1,128 @@
+"""Hostile names from producers at every boundary they reach: stop files and commands, the
+terminal, mail headers, Slack and Discord. A run id is a name, never a path, markup, a shell
+word or a header; see :mod:`streamwatch.names` for the rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamwatch.actions.config import ActionRule
+from streamwatch.actions.execute import ActionFailed, run_command, run_stop_file, stop_file_path
+from streamwatch.alerting.testing import incident
+from streamwatch.incidents import Incident
+from streamwatch.names import file_name, for_terminal, path_inside
+
+HOSTILE = [
+    "../../pwned",
+    "a/b",
+    "x\x00y",
+    "run\r\nBcc: evil@example.com",
+    "\x1b[2J\x1b[31mFAKE",
+    "<!channel>",
+    "@everyone",
+    "[click](https://evil.example)",
+]
+
+
+def critical(run_id: str, **fields: Any) -> Incident:
+    return incident(run_id, "entropy_collapse", indicator="entropy", severity="critical", **fields)
+
+
+def files_under(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*")}
+
+
+# -- the rules ---------------------------------------------------------------------------
+
+
+def test_file_names_are_one_safe_component_and_never_collide() -> None:
+    names = [*HOSTILE, ".", "..", "", "-rf", ".hidden", "a%2Fb", "r" * 300, "r" * 301, "é"]
+    out = [file_name(n) for n in names]
+    assert len(set(out)) == len(names)
+    for name in out:
+        assert name and name not in (".", "..") and name[0] not in ".-"
+        assert not set(name) & set("/\\\x00") and name.isprintable() and name.isascii()
+        assert len(name) <= 120
+
+
+def test_a_path_outside_the_directory_is_refused_naming_the_run(tmp_path: Path) -> None:
+    (tmp_path / "stops").mkdir()
+    (tmp_path / "stops" / "link").symlink_to(tmp_path)
+    assert path_inside(tmp_path / "stops", "ok.stop", "r") == tmp_path / "stops" / "ok.stop"
+    for bad in ("../x.stop", "link/x.stop", "/etc/x.stop", "."):
+        with pytest.raises(ValueError, match=r"run 'grpo\\x1b7': the path .* is not inside"):
+            path_inside(tmp_path / "stops", bad, "grpo\x1b7")
+
+
+def test_no_control_character_reaches_a_terminal() -> None:
+    for name in HOSTILE:
+        shown = for_terminal(name)
+        assert shown.isprintable()
+    assert for_terminal("\x1b[2J\x1b[31mFAKE") == "\\x1b[2J\\x1b[31mFAKE"
+
+
+# -- actions -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run_id", HOSTILE)
+def test_a_stop_file_stays_in_its_directory(run_id: str, tmp_path: Path) -> None:
+    stops = tmp_path / "out" / "stops"
+    rule = ActionRule(do="stop_file", path=str(stops / "{run_id}-{kind}.stop"))
+    assert run_stop_file(rule, critical(run_id), 812).startswith("wrote ")
+    expected = stops / f"{file_name(run_id)}-entropy_collapse.stop"
+    assert files_under(tmp_path) == {tmp_path / "out", stops, expected}
+    assert json.loads(expected.read_text())["run_id"] == run_id
+
+
+def test_a_stop_file_template_with_the_run_as_directory(tmp_path: Path) -> None:
+    rule = ActionRule(do="stop_file", path=str(tmp_path / "{run_id}" / "STOP"))
+    run_stop_file(rule, critical("a/b"), 812)
+    run_stop_file(rule, critical("../../pwned"), 812)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in files_under(tmp_path)) == [
+        "%2E.%2F..%2Fpwned",
+        "%2E.%2F..%2Fpwned/STOP",
+        "a%2Fb",
+        "a%2Fb/STOP",
+    ]
+
+
+def test_a_stop_file_template_that_climbs_out_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    rule = ActionRule(do="stop_file", path=str(tmp_path / "in" / "{run_id}" / ".." / ".." / "x"))
+    with pytest.raises(ActionFailed, match=r"run 'grpo-7': the path .* is not inside"):
+        run_stop_file(rule, critical("grpo-7"), 812)
+    assert files_under(tmp_path) == {tmp_path / "in"}
+
+
+def test_a_relative_stop_file_template_is_taken_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    rule = ActionRule(do="stop_file", path="stops/{run_id}.stop")
+    assert stop_file_path(rule, critical("a/b"), 1) == tmp_path / "stops" / "a%2Fb.stop"
+
+
+@pytest.mark.parametrize("run_id", HOSTILE)
+def test_a_command_runs_whatever_the_run_id(run_id: str, tmp_path: Path) -> None:
+    out = tmp_path / "env"
+    command = f"env > {out}"
+    inc = critical(run_id, message=f"entropy collapsed in {run_id}")
+    assert run_command(ActionRule(do="command", command=command), inc, 812) == "exit status 0"
+    env = out.read_bytes()
+    assert b"STREAMWATCH_INCIDENT_KIND=entropy_collapse\n" in env
+    if "\x00" in run_id:
+        assert b"STREAMWATCH_INCIDENT_RUN_ID=x\\x00y\n" in env
+    else:
+        assert f"STREAMWATCH_INCIDENT_RUN_ID={run_id}\n".encode() in env
+
+
+def test_a_command_reads_the_run_id_as_data_not_as_shell(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    command = f'cd {tmp_path} && printf %s "$STREAMWATCH_INCIDENT_RUN_ID" > {out}'
+    run_command(ActionRule(do="command", command=command), critical("$(touch pwned); `id`"), 1)
+    assert out.read_text() == "$(touch pwned); `id`"
+    assert not (tmp_path / "pwned").exists()
