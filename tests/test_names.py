@@ -4,7 +4,9 @@ word or a header; see :mod:`streamwatch.names` for the rules."""
 
 from __future__ import annotations
 
+import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,8 @@ from streamwatch.actions.execute import ActionFailed, run_command, run_stop_file
 from streamwatch.alerting.testing import incident
 from streamwatch.incidents import Incident
 from streamwatch.names import file_name, for_terminal, path_inside
+from streamwatch.replay.files import format_summary, format_verbose, replay_files
+from streamwatch.sinks.console import ConsoleSink
 
 HOSTILE = [
     "../../pwned",
@@ -126,3 +130,33 @@ def test_a_command_reads_the_run_id_as_data_not_as_shell(tmp_path: Path) -> None
     run_command(ActionRule(do="command", command=command), critical("$(touch pwned); `id`"), 1)
     assert out.read_text() == "$(touch pwned); `id`"
     assert not (tmp_path / "pwned").exists()
+
+
+# -- the terminal ------------------------------------------------------------------------
+
+
+def test_the_console_prints_one_line_per_update_whatever_the_names(tmp_path: Path) -> None:
+    stream = io.StringIO()
+    sink = ConsoleSink(stream, note=lambda inc: "muted by \x1b[8m")
+    for run_id in HOSTILE:
+        sink.send(critical(run_id, message=f"{run_id} broke", remedies=[f"stop {run_id}"]))
+    lines = stream.getvalue().split("\n")
+    assert len(lines) == 2 * len(HOSTILE) + 1 and lines[-1] == ""
+    assert all(line.isprintable() for line in lines)
+    assert "\\x1b[2J\\x1b[31mFAKE" in lines[8] and lines[8].startswith("CRITICAL ")
+    assert lines[9] == "         try: stop \\x1b[2J\\x1b[31mFAKE"
+
+
+def test_the_replay_summary_shows_hostile_run_ids_as_escapes(tmp_path: Path) -> None:
+    paths = []
+    for n, run_id in enumerate(HOSTILE):
+        rows = [
+            {"run_id": run_id, "step": s, "metrics": {"loss": math.nan, "x\x1b[2K": 1.0}}
+            for s in range(30)
+        ]
+        paths.append(tmp_path / f"{n}.jsonl")
+        paths[-1].write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = replay_files(paths)
+    text = format_summary(result) + "\n" + format_verbose(result)
+    assert all(line.isprintable() for line in text.split("\n"))
+    assert "run \\x1b[2J\\x1b[31mFAKE: " in text and "run run\\r\\nBcc: evil@example.com: " in text
