@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from streamwatch.actions.config import ActionRule
 from streamwatch.actions.execute import ActionFailed, run_command, run_stop_file, stop_file_path
 from streamwatch.alerting.testing import incident
+from streamwatch.cli.kafka import TerminalFormatter
 from streamwatch.incidents import Incident
 from streamwatch.names import file_name, for_terminal, path_inside
 from streamwatch.replay.files import format_summary, format_verbose, replay_files
@@ -160,3 +162,10 @@ def test_the_replay_summary_shows_hostile_run_ids_as_escapes(tmp_path: Path) -> 
     text = format_summary(result) + "\n" + format_verbose(result)
     assert all(line.isprintable() for line in text.split("\n"))
     assert "run \\x1b[2J\\x1b[31mFAKE: " in text and "run run\\r\\nBcc: evil@example.com: " in text
+
+
+def test_service_log_lines_show_hostile_run_ids_as_escapes() -> None:
+    formatter = TerminalFormatter("%(levelname)s %(message)s")
+    for run_id in HOSTILE:
+        record = logging.makeLogRecord({"msg": "action on run %s: done", "args": (run_id,)})
+        assert formatter.format(record).isprintable()
