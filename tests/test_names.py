@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import math
+from email import message_from_bytes, policy
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,12 @@ import pytest
 
 from streamwatch.actions.config import ActionRule
 from streamwatch.actions.execute import ActionFailed, run_command, run_stop_file, stop_file_path
+from streamwatch.alerting.message import Message
+from streamwatch.alerting.notify.email import email_message
 from streamwatch.alerting.testing import incident
 from streamwatch.cli.kafka import TerminalFormatter
 from streamwatch.incidents import Incident
-from streamwatch.names import file_name, for_terminal, path_inside
+from streamwatch.names import file_name, for_header, for_terminal, path_inside
 from streamwatch.replay.files import format_summary, format_verbose, replay_files
 from streamwatch.sinks.console import ConsoleSink
 
@@ -169,3 +172,18 @@ def test_service_log_lines_show_hostile_run_ids_as_escapes() -> None:
     for run_id in HOSTILE:
         record = logging.makeLogRecord({"msg": "action on run %s: done", "args": (run_id,)})
         assert formatter.format(record).isprintable()
+
+
+# -- mail headers ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run_id", [*HOSTILE, "r" * 5000])
+def test_a_run_id_never_adds_a_mail_header(run_id: str) -> None:
+    message = Message.build("mail", "g", {"run_id": run_id}, (critical(run_id),))
+    raw = email_message(message, sender="sw@example.com", to=("ml@example.com",)).as_bytes()
+    assert max(len(line) for line in raw.split(b"\r\n")) <= 78
+    received = message_from_bytes(raw, policy=policy.default)
+    assert received["Bcc"] is None and len(received.get_all("Subject") or []) == 1
+    subject = received["Subject"]
+    assert subject.isprintable() and len(subject) <= 200
+    assert subject == for_header(f"CRITICAL: entropy_collapse in run {run_id}")
