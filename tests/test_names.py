@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import math
+import re
 from email import message_from_bytes, policy
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,9 @@ import pytest
 from streamwatch.actions.config import ActionRule
 from streamwatch.actions.execute import ActionFailed, run_command, run_stop_file, stop_file_path
 from streamwatch.alerting.message import Message
+from streamwatch.alerting.notify.discord import check_discord, discord_payload
 from streamwatch.alerting.notify.email import email_message
+from streamwatch.alerting.notify.slack import check_block_kit, slack_payload
 from streamwatch.alerting.testing import incident
 from streamwatch.cli.kafka import TerminalFormatter
 from streamwatch.incidents import Incident
@@ -187,3 +190,61 @@ def test_a_run_id_never_adds_a_mail_header(run_id: str) -> None:
     subject = received["Subject"]
     assert subject.isprintable() and len(subject) <= 200
     assert subject == for_header(f"CRITICAL: entropy_collapse in run {run_id}")
+
+
+# -- Slack and Discord -------------------------------------------------------------------
+
+
+def chat_message(run_id: str) -> Message:
+    inc = critical(
+        run_id,
+        metric=f"actor/{run_id}",
+        message=f"entropy of {run_id} collapsed",
+        evidence={run_id: run_id, "ratio": 0.05},
+        remedies=[f"stop {run_id}"],
+        because=[f"{run_id} fell"],
+    )
+    return Message.build("chat", "g", {"run_id": run_id}, (inc,))
+
+
+def mrkdwn(payload: dict[str, Any]) -> list[str]:
+    blocks = payload["blocks"]
+    found = [payload["text"]]
+    for block in blocks:
+        for part in [block.get("text"), *block.get("fields", []), *block.get("elements", [])]:
+            if isinstance(part, dict) and part.get("type") == "mrkdwn":
+                found.append(part["text"])
+    return found
+
+
+@pytest.mark.parametrize("run_id", HOSTILE)
+def test_slack_shows_a_run_id_never_a_mention_or_a_link(run_id: str) -> None:
+    payload = slack_payload(chat_message(run_id))
+    assert check_block_kit(payload) == []
+    shown = mrkdwn(payload)
+    assert len(shown) >= 4 and not [t for t in shown if "<" in t or ">" in t]
+    if run_id == "<!channel>":
+        assert "&lt;!channel&gt;" in payload["text"]
+        assert "`actor/&lt;!channel&gt;`" in payload["blocks"][1]["text"]["text"]
+
+
+def test_slack_keeps_its_own_link() -> None:
+    payload = slack_payload(chat_message("<!channel>"), link="https://x.example/{run_id}")
+    link = payload["blocks"][-2]["text"]["text"]
+    assert link == "<https://x.example/%3C%21channel%3E|Open run &lt;!channel&gt;>"
+
+
+@pytest.mark.parametrize("run_id", HOSTILE)
+def test_discord_shows_a_run_id_never_a_mention_a_link_or_markdown(run_id: str) -> None:
+    payload = discord_payload(chat_message(run_id))
+    assert check_discord(payload) == []
+    embed = payload["embeds"][0]
+    ours = embed["description"].replace("**Why:**", "").replace("**Try:**", "")
+    rendered = [payload["content"], ours]
+    rendered += [t for f in embed["fields"] for t in (f["name"], f["value"])]
+    for text in rendered:
+        assert not re.search(r"(?<!\\)[\[\]<>*_~`|]", text), text
+        assert "@everyone" not in text and "@here" not in text
+    assert payload["allowed_mentions"] == {"parse": []}
+    if run_id.startswith("[click]"):
+        assert "\\[click\\](https://evil.example)" in payload["content"]
