@@ -12,8 +12,9 @@ The package's map (each sub-package's docstring says what it may import; imports
 - :mod:`~streamwatch.engine`, :mod:`~streamwatch.checks`, :mod:`~streamwatch.detectors`: the
   engine; the named health checks; the detectors they read
 - :mod:`~streamwatch.config`, :mod:`~streamwatch.events`, :mod:`~streamwatch.incidents`,
-  :mod:`~streamwatch.markers`, :mod:`~streamwatch.clock`: the typed config, the two wire
-  contracts, the end-of-run marker, the one wall-clock reader
+  :mod:`~streamwatch.markers`, :mod:`~streamwatch.clock`, :mod:`~streamwatch.names`: the typed
+  config, the two wire contracts, the end-of-run marker, the one wall-clock reader, the rules
+  for names from producers (file names, terminal, headers, chat markup)
 - :mod:`~streamwatch.client`: the training-side client, beside the rest: it imports only
   ``markers`` and the standard library
 """

@@ -9,6 +9,8 @@ import random
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from email import message_from_bytes, policy
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,12 @@ from streamwatch.alerting.config import AlertingConfig
 from streamwatch.alerting.dispatcher import Dispatcher
 from streamwatch.alerting.message import Message
 from streamwatch.alerting.notify.discord import COLORS, check_discord, discord_payload
+from streamwatch.alerting.notify.email import SmtpPoster, email_message, mail_text
+from streamwatch.alerting.notify.http import HttpRequest
+from streamwatch.alerting.redact import Redactor
 from streamwatch.alerting.testing import RecordingReceiver, Reply, free_port, incident
+from streamwatch.clock import SystemClock
+from streamwatch.incidents import Incident
 
 TOKEN = "DISC0RD-t0ken-abcdef123456"
 PASSWORD = "smtp-pa55-XYZ987"
@@ -274,3 +281,59 @@ def test_email_settings_are_checked() -> None:
         config({**mail_receiver(25), "url": "https://mail.example.com"})
     with pytest.raises(ValueError, match="are for email"):
         config({"name": "d", "type": "discord", "url": "https://x/y", "email_to": ["a@b"]})
+
+
+def long_incident(run_id: str) -> Incident:
+    """A long, realistic incident: a message, evidence and remedies with lines of thousands
+    of characters, text beyond ASCII, a line that starts with a dot and one with ``From ``."""
+    trace = " ".join(
+        f"step {s}: entropy {0.9 - s / 1e4:.4f} (−{s / 100:.2f} σ)" for s in range(150)
+    )
+    message = (
+        f"entropy collapsed: {trace}\n.\n..hidden\nFrom the policy: the tail of the run\n"
+        + "é" * 3000
+    )
+    return incident(
+        run_id,
+        "entropy_collapse",
+        indicator="entropy",
+        severity="critical",
+        message=message,
+        evidence={"trace": trace, "ratio": 0.05, "window": {"n": 8, "values": list(range(900))}},
+        remedies=["lower the learning rate " + "and check the KL penalty " * 200, "☃ " * 2000],
+        because=["the entropy fell below 5% of its reference " * 100],
+    )
+
+
+def test_a_long_mail_reaches_a_strict_server_and_decodes_back(tmp_path: Path) -> None:
+    """aiosmtpd with its defaults refuses any line over 1,000 bytes ("500 Line too long");
+    the mail goes through and reads back as the text that was sent."""
+    box = Mailbox()
+    port = free_port()
+    controller = Controller(box, hostname="127.0.0.1", port=port)
+    controller.start()
+    run_id = "grpo-7\r\nBcc: evil@example.com"
+    message = Message.build("mail", "g", {"run_id": run_id}, (long_incident(run_id),))
+    plain = {**mail_receiver(port, starttls=False), "username": None, "password": None}
+    receiver = config(plain).receivers[0]
+    poster = SmtpPoster(receiver, timeout=10.0, redactor=Redactor(), clock=SystemClock())
+    mail = email_message(message, sender="sw@example.com", to=("ml@example.com",))
+    try:
+        result = poster.post(HttpRequest(mail.as_bytes()))
+    finally:
+        controller.stop()
+    assert result.ok, result.reason
+    [(_, rcpts, content, _)] = box.mails
+    assert rcpts == ["ml-oncall@example.com", "team@example.com"]
+    lines = content.split(b"\r\n")
+    assert max(len(line) for line in lines) <= 78 and not any(b"\n" in line for line in lines)
+    assert content.isascii()
+    received = message_from_bytes(content, policy=policy.default)
+    assert isinstance(received, EmailMessage)
+    assert received["Bcc"] is None
+    assert (
+        received["Subject"] == "CRITICAL: entropy_collapse in run grpo-7\\r\\nBcc: evil@example.com"
+    )
+    text = received.get_content().replace("\r\n", "\n")  # lines end in CRLF in a mail
+    assert text == mail_text(message)
+    assert long_incident(run_id).message in text

@@ -289,7 +289,10 @@ class Actor:
             return f"run {rule.command!r}"
         from streamwatch.actions.execute import stop_file_path
 
-        return f"write {stop_file_path(rule, inc, step)}"
+        try:
+            return f"write {stop_file_path(rule, inc, step)}"
+        except ValueError as exc:
+            return f"not write the stop file: {exc}"
 
     def _attempt(self, key: str, run: _Run, t: _Try) -> None:
         t.attempts += 1

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from streamwatch.actions.config import ActionRule
 from streamwatch.incidents import Incident
+from streamwatch.names import file_name, for_env, path_inside, template_directory
 
 __all__ = [
     "ActionFailed",
@@ -79,9 +80,10 @@ def run_signal(rule: ActionRule, pid: int | None) -> str:
 def incident_env(inc: Incident, step: int) -> dict[str, str]:
     """The incident's main fields as environment variables for a command, all named
     ``STREAMWATCH_INCIDENT_*``: no option of any command reads such a variable, so a command
-    that calls ``streamwatch`` again is not configured by the incident."""
+    that calls ``streamwatch`` again is not configured by the incident. Values pass
+    through :func:`~streamwatch.names.for_env` (a NUL would keep the command from starting)."""
     return {
-        f"{INCIDENT_ENV_PREFIX}{name}": value
+        f"{INCIDENT_ENV_PREFIX}{name}": for_env(value)
         for name, value in (
             ("ID", inc.id),
             ("RUN_ID", inc.run_id),
@@ -129,14 +131,30 @@ def run_command(rule: ActionRule, inc: Incident, step: int) -> str:
 
 
 def stop_file_path(rule: ActionRule, inc: Incident, step: int) -> Path:
+    """The rule's path template filled in, each text field as one safe file name
+    (:func:`~streamwatch.names.file_name`); raises ValueError when the result is not inside
+    the template's fixed directory (the part before its first field).
+
+    >>> from streamwatch.incidents import Incident
+    >>> inc = Incident(id="a1", run_id="../../pwned", kind="entropy_collapse",
+    ...     severity="critical", status="firing", indicator="entropy", metric="m", step=8,
+    ...     message="m")
+    >>> stop_file_path(ActionRule(do="stop_file", path="/ckpt/{run_id}.stop"), inc, 8).name
+    '%2E.%2F..%2Fpwned.stop'
+    """
     assert rule.path is not None
-    fields = {"run_id": inc.run_id, "kind": inc.kind, "indicator": inc.indicator, "id": inc.id}
-    return Path(rule.path.format(**fields, step=step))
+    texts = {"run_id": inc.run_id, "kind": inc.kind, "indicator": inc.indicator, "id": inc.id}
+    fields = {k: file_name(v) for k, v in texts.items()}
+    path = Path(rule.path.format(**fields, step=step)).absolute()
+    return path_inside(template_directory(rule.path), path, inc.run_id)
 
 
 def run_stop_file(rule: ActionRule, inc: Incident, step: int) -> str:
     """Write the stop file (atomically: the trainer never reads half of it)."""
-    path = stop_file_path(rule, inc, step)
+    try:
+        path = stop_file_path(rule, inc, step)
+    except ValueError as exc:
+        raise ActionFailed(f"not writing the stop file: {exc}") from None
     body = {"run_id": inc.run_id, "step": step, "reason": inc.message, "incident": inc.id}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

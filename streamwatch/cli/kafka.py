@@ -25,6 +25,7 @@ from streamwatch.actions.args import add_action_args
 from streamwatch.cli.alerting import add_alert_args
 from streamwatch.cli.interrupt import stop_on_signals
 from streamwatch.config import EnvOption
+from streamwatch.names import for_terminal
 from streamwatch.sources import FORMATS
 
 __all__ = ["COMMANDS", "add_commands", "apply_env", "dispatch", "main"]
@@ -321,15 +322,28 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return EXIT_KAFKA
 
 
+class TerminalFormatter(logging.Formatter):
+    """Log lines whose text shows control characters as escapes: a run id or a metric name
+    quoted in a message cannot forge a line or move the cursor (a traceback keeps its lines).
+
+    >>> record = logging.makeLogRecord({"msg": "run %s", "args": ("a\\r\\nFAKE",)})
+    >>> TerminalFormatter("%(message)s").format(record)
+    'run a\\\\r\\\\nFAKE'
+    """
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return for_terminal(super().formatMessage(record))
+
+
 def _logging(worker: int | None = None) -> None:
     root = logging.getLogger()
     if not root.handlers:
         who = "" if worker is None else f"[worker {worker}] "
-        logging.basicConfig(
-            level=logging.INFO,
-            stream=sys.stderr,
-            format=f"%(asctime)s {who}%(name)s %(levelname)s %(message)s",
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(
+            TerminalFormatter(f"%(asctime)s {who}%(name)s %(levelname)s %(message)s")
         )
+        logging.basicConfig(level=logging.INFO, handlers=[handler])
         logging.getLogger("kafka").setLevel(logging.ERROR)
 
 

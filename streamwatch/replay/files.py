@@ -3,6 +3,8 @@
 Files are read one after another into one Monitor; incidents go to the given sinks as they
 happen; the summary is tallied as the replay goes (:mod:`streamwatch.replay.tally`), in
 bounded memory: counts per run and severity, and only the few firing incidents worth printing.
+Every line printed passes through :func:`~streamwatch.names.for_terminal`: a run id, a metric
+name or a problem quoted from a log cannot forge a line or move the cursor.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from streamwatch.engine.cost import describe_spent
 from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Problem
 from streamwatch.incidents import Incident, Severity
+from streamwatch.names import for_terminal
 from streamwatch.replay.tally import FileRuns, Overlap, RunIncident, RunTally, Tally
 from streamwatch.sinks.base import Sink
 from streamwatch.sources import FileSource, expand_paths
@@ -103,7 +106,8 @@ class _Progress:
         self.next = now + 0.2
         frac = min(done / self.size, 1.0)
         bar = "#" * int(frac * 30)
-        line = f"\r{self.path.name[:40]:<40} [{bar:<30}] {frac:6.1%} {events:>10,} events"
+        name = for_terminal(self.path.name)[:40]
+        line = f"\r{name:<40} [{bar:<30}] {frac:6.1%} {events:>10,} events"
         self.stream.write(line)
         self.stream.flush()
 
@@ -330,7 +334,7 @@ def format_runs(
             f"{tally.runs_beyond:,} more run(s) beyond the first {tally.max_runs:,}:"
             f" {tally.others.fired:,} incident(s) fired"
         )
-    return lines
+    return [for_terminal(line) for line in lines]
 
 
 def format_summary(result: ReplayResult, min_severity: Severity = Severity.WARNING) -> str:
@@ -358,7 +362,7 @@ def format_summary(result: ReplayResult, min_severity: Severity = Severity.WARNI
             " first ones:"
         )
         lines.extend(f"  {p}" for p in result.problems[:_SHOWN_PROBLEMS])
-    return "\n".join(lines)
+    return "\n".join(for_terminal(line) for line in lines)
 
 
 def format_files(result: ReplayResult) -> list[str]:
@@ -371,7 +375,7 @@ def format_files(result: ReplayResult) -> list[str]:
     for path, why in result.passed_over:
         why = why.removeprefix(f"{path}: ").split("; expected ")[0]
         lines.append(f"{path}: not read: {why}")
-    return lines
+    return [for_terminal(line) for line in lines]
 
 
 def format_verbose(result: ReplayResult) -> str:
@@ -381,7 +385,7 @@ def format_verbose(result: ReplayResult) -> str:
             "files:",
             *(f"  {x}" for x in format_files(result)),
             "bindings:",
-            *format_bindings(result.bindings),
+            *(for_terminal(line) for line in format_bindings(result.bindings)),
         ]
     )
 

@@ -1,4 +1,6 @@
-"""Readable incident lines for a terminal, coloured by severity when it is a TTY."""
+"""Readable incident lines for a terminal, coloured by severity when it is a TTY. Control
+characters in a run id, a message or a remedy are shown as escapes
+(:func:`~streamwatch.names.for_terminal`): a producer cannot forge a line or move the cursor."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from streamwatch.incidents import Incident, Severity, Status
+from streamwatch.names import for_terminal
 
 _COLOURS = {Severity.INFO: "\033[36m", Severity.WARNING: "\033[33m", Severity.CRITICAL: "\033[31m"}
 _RESET = "\033[0m"
@@ -28,6 +31,7 @@ def format_incident(inc: Incident, colour: bool = False) -> str:
     if inc.status is Status.FIRING and inc.evidence:
         items = list(inc.evidence.items())[:_KEY_EVIDENCE]
         head += "  [" + ", ".join(f"{k}={_num(v)}" for k, v in items) + "]"
+    head = for_terminal(head)
     if colour:
         code = _COLOURS[inc.severity] if inc.status is Status.FIRING else "\033[32m"
         head = f"{code}{head}{_RESET}"
@@ -58,10 +62,10 @@ class ConsoleSink:
         if inc.severity.rank < self.min_severity.rank:
             return
         line = format_incident(inc, self.colour)
-        extra = self.note(inc) if self.note is not None else ""
+        extra = for_terminal(self.note(inc)) if self.note is not None else ""
         print(f"{line}  ({extra})" if extra else line, file=self.stream)
         if inc.status is Status.FIRING and inc.remedies:
-            print(f"         try: {inc.remedies[0]}", file=self.stream)
+            print(f"         try: {for_terminal(inc.remedies[0])}", file=self.stream)
         self.stream.flush()  # a line as it happens, also into a pipe or a file
 
     def close(self) -> None:

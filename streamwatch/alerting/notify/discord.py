@@ -5,7 +5,9 @@ has a title (256), a description (4,096), up to 25 fields (name 256, value 1,024
 (2,048), and all the embeds of a message together at most 6,000 characters of title,
 description, field names and values, footer and author. Discord answers 204 (or 200), 429
 with ``Retry-After`` when rate limited, 400 with the offending path for a payload beyond a
-limit. ``allowed_mentions`` is empty: a run id like ``@here`` never pings anyone.
+limit. ``allowed_mentions`` is empty: a run id like ``@here`` never pings anyone. Producer
+text in content, descriptions and fields passes through :func:`~streamwatch.names.for_discord`
+too: no markdown, masked link (``[click](https://evil.example)``) or mention comes of it.
 
 A message: ``content`` is the header line (severity, kind, run); one embed per incident
 (colour by severity, green when resolved; the message and remedies in the description; key
@@ -34,6 +36,7 @@ from streamwatch.alerting.notes import incident_notes
 from streamwatch.alerting.notify.http import HttpRequest
 from streamwatch.alerting.notify.text import clip, flatten_evidence, header_text, incident_link
 from streamwatch.incidents import Incident, Status
+from streamwatch.names import for_discord
 
 __all__ = ["COLORS", "DiscordNotifier", "check_discord", "discord_payload"]
 
@@ -53,12 +56,6 @@ _FIELD_VALUE = 100
 _SUMMARY = 1000
 
 COLORS = {"critical": 0xD73A49, "warning": 0xE3A008, "info": 0x3B82F6, "resolved": 0x2EA043}
-_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\*_~`|"})
-
-
-def _md(text: str) -> str:
-    """Discord markdown's special characters, escaped."""
-    return text.translate(_MARKDOWN)
 
 
 def _chars(embed: dict[str, Any]) -> int:
@@ -83,14 +80,14 @@ def _embed(inc: Incident, message: Message, link: str | None) -> dict[str, Any]:
     state = "RESOLVED" if resolved else inc.severity.value.upper()
     onset = f" (onset step {inc.onset_step})" if inc.onset_step is not None else ""
     title = f"{state} {inc.kind} on {inc.indicator} at step {inc.step}{onset}"
-    text = _md(inc.message)
+    text = for_discord(inc.message)
     notes = incident_notes(inc)
     if notes:
-        text += "\n" + _md(" · ".join(notes))
+        text += "\n" + for_discord(" · ".join(notes))
     if not resolved and inc.because:
-        text += "\n**Why:** " + _md("; ".join(inc.because))
+        text += "\n**Why:** " + for_discord("; ".join(inc.because))
     if not resolved and inc.remedies:
-        text += "\n**Try:** " + " • ".join(_md(r) for r in inc.remedies)
+        text += "\n**Try:** " + " • ".join(for_discord(r) for r in inc.remedies)
     footer = f"streamwatch · run {inc.run_id} · message {message.id[:12]}"
     embed: dict[str, Any] = {
         "title": clip(title, TITLE_CHARS),
@@ -99,11 +96,17 @@ def _embed(inc: Incident, message: Message, link: str | None) -> dict[str, Any]:
         "footer": {"text": clip(footer, 300)},
     }
     if inc.metric and inc.metric != inc.indicator:
-        embed["fields"] = [{"name": "metric", "value": clip(_md(inc.metric), 200), "inline": True}]
+        embed["fields"] = [
+            {"name": "metric", "value": clip(for_discord(inc.metric), 200), "inline": True}
+        ]
     if not resolved and inc.evidence:
         items = flatten_evidence(inc.evidence)[:_KEY_EVIDENCE]
         embed.setdefault("fields", []).extend(
-            {"name": clip(k, 100), "value": clip(_md(v), _FIELD_VALUE), "inline": True}
+            {
+                "name": clip(for_discord(k), 100),
+                "value": clip(for_discord(v), _FIELD_VALUE),
+                "inline": True,
+            }
             for k, v in items
         )
     url = incident_link(link, inc)
@@ -130,11 +133,14 @@ def discord_payload(message: Message, *, link: str | None = None) -> dict[str, A
     rest = message.incidents[shown:]
     if rest:
         listed = ", ".join(f"{i.kind} at step {i.step} ({i.status.value})" for i in rest)
-        summary = {"title": f"…and {len(rest)} more", "description": clip(_md(listed), _SUMMARY)}
+        summary = {
+            "title": f"…and {len(rest)} more",
+            "description": clip(for_discord(listed), _SUMMARY),
+        }
         embeds.append(summary)
     return {
         "username": "streamwatch",
-        "content": clip(_md(header_text(message)), CONTENT_CHARS),
+        "content": clip(for_discord(header_text(message)), CONTENT_CHARS),
         "embeds": embeds,
         "allowed_mentions": {"parse": []},
     }

@@ -11,12 +11,20 @@ The mail: ``Subject`` is the message's header line; one block per incident (seve
 indicator, step, the message, key evidence, what to try, the run link); ``Message-ID`` is
 derived from the message id, so a mail system can drop a duplicate.
 
+The mail is what SMTP wants whatever the producer's names: the subject through
+:func:`~streamwatch.names.for_header` (no CR, LF or NUL: a run id cannot add a ``Bcc``),
+headers folded and encoded, lines ended by CRLF (``email.policy.SMTP``), the body
+quoted-printable, so no line is longer than 78 characters however long a message or a piece
+of evidence is (RFC 5322 allows 998) and the mail is 7-bit.
+
 >>> from streamwatch.alerting.testing import incident
 >>> from streamwatch.alerting.message import Message
 >>> m = Message.build("mail", "g", {"run_id": "grpo-7"}, (incident("grpo-7"),))
 >>> mail = email_message(m, sender="sw@example.com", to=("ml@example.com",))
 >>> mail["Subject"], mail["Message-ID"] == f"<{m.id}@streamwatch>"
 ('WARNING: metric_spike in run grpo-7', True)
+>>> max(len(line) for line in mail.as_bytes().split(b"\\r\\n")) <= 78
+True
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import smtplib
 import socket
 import ssl
 import threading
+from email import policy
 from email.message import EmailMessage
 from email.utils import formatdate
 from urllib.parse import urlsplit
@@ -39,8 +48,9 @@ from streamwatch.alerting.redact import Redactor
 from streamwatch.alerting.retry import SendResult
 from streamwatch.clock import Clock
 from streamwatch.incidents import Incident, Status
+from streamwatch.names import for_header
 
-__all__ = ["EmailNotifier", "SmtpPoster", "email_message"]
+__all__ = ["EmailNotifier", "SmtpPoster", "email_message", "mail_text"]
 
 _KEY_EVIDENCE = 12
 _EXCERPT = 200
@@ -63,19 +73,25 @@ def _block(inc: Incident, link: str | None) -> str:
     return "\n".join(lines)
 
 
+def mail_text(message: Message, link: str | None = None) -> str:
+    """The mail's text: one block per incident and a footer; every line break a ``\\n``."""
+    blocks = [_block(inc, link) for inc in message.incidents]
+    footer = f"-- \nstreamwatch · message {message.id} · group {message.group_key}"
+    text = "\n\n".join([*blocks, footer]) + "\n"
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def email_message(
     message: Message, *, sender: str, to: tuple[str, ...], link: str | None = None
 ) -> EmailMessage:
-    mail = EmailMessage()
-    mail["Subject"] = header_text(message)
+    mail = EmailMessage(policy=policy.SMTP)
+    mail["Subject"] = for_header(header_text(message))
     mail["From"] = sender
     mail["To"] = ", ".join(to)
     mail["Date"] = formatdate(message.created or None, usegmt=True)
     mail["Message-ID"] = f"<{message.id}@streamwatch>"
     mail["X-Streamwatch-Message-Id"] = message.id
-    blocks = [_block(inc, link) for inc in message.incidents]
-    footer = f"-- \nstreamwatch · message {message.id} · group {message.group_key}"
-    mail.set_content("\n\n".join([*blocks, footer]) + "\n")
+    mail.set_content(mail_text(message, link), cte="quoted-printable")
     return mail
 
 

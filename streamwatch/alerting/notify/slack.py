@@ -10,6 +10,11 @@ mid-entity or mid-link. :func:`check_block_kit` checks a payload against all of 
 A message: a header (severity, kind, run), then per incident a section (severity, kind,
 indicator, step, the message; the key evidence numbers as fields) and a context line with the
 remedies, then the run link (from ``templates.link``) and a footer with the message id.
+
+Producer text (run id, metric, message, evidence) goes into mrkdwn through
+:func:`~streamwatch.names.for_slack`, names into code spans: ``<!channel>`` or
+``<https://x|click>`` in a run id stays text, never a mention or a link. The header is
+plain text.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from streamwatch.alerting.notify.text import (
     units,
 )
 from streamwatch.incidents import Incident, Severity, Status
+from streamwatch.names import for_slack
 
 __all__ = ["MAX_BLOCKS", "MAX_BLOCKS_CHARS", "SlackNotifier", "check_block_kit", "slack_payload"]
 
@@ -57,13 +63,8 @@ _ICON[Severity.CRITICAL] = ":red_circle:"
 _RESOLVED_ICON = ":white_check_mark:"
 
 
-def _esc(text: str) -> str:
-    """Slack's three control characters, escaped (mrkdwn)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def _code(text: str) -> str:
-    return "`" + _esc(text).replace("`", "'") + "`"
+    return "`" + for_slack(text).replace("`", "'") + "`"
 
 
 def _mrkdwn(text: str, limit: int) -> dict[str, Any]:
@@ -83,25 +84,25 @@ def _incident_blocks(inc: Incident) -> list[dict[str, Any]]:
         f"{_label(inc)} {_code(inc.kind)} on {_code(inc.indicator)}{metric} "
         f"at step *{inc.step}*{onset}"
     )
-    text = head + "\n" + clip(_esc(inc.message), _MESSAGE_CHARS)
+    text = head + "\n" + clip(for_slack(inc.message), _MESSAGE_CHARS)
     notes = incident_notes(inc)
     if notes:
-        text += "\n" + clip(_esc(" · ".join(notes)), _NOTES_CHARS)
+        text += "\n" + clip(for_slack(" · ".join(notes)), _NOTES_CHARS)
     section: dict[str, Any] = {"type": "section", "text": _mrkdwn(text, SECTION_CHARS)}
     if inc.status is Status.FIRING and inc.evidence:
         items = flatten_evidence(inc.evidence)
         shown = items[:_KEY_EVIDENCE]
-        fields = [_mrkdwn(f"*{_esc(k)}*\n{_esc(v)}", _EVIDENCE_CHARS) for k, v in shown]
+        fields = [_mrkdwn(f"*{for_slack(k)}*\n{for_slack(v)}", _EVIDENCE_CHARS) for k, v in shown]
         if len(items) > len(shown):
             fields.append(_mrkdwn(f"*…*\n{len(items) - len(shown)} more numbers", FIELD_CHARS))
         section["fields"] = fields[:FIELDS]
     blocks = [section]
     why = because_text(inc) if inc.status is Status.FIRING else ""
     if why:
-        element = _mrkdwn(clip("*Why:* " + _esc(why), _REMEDY_CHARS), CONTEXT_CHARS)
+        element = _mrkdwn(clip("*Why:* " + for_slack(why), _REMEDY_CHARS), CONTEXT_CHARS)
         blocks.append({"type": "context", "elements": [element]})
     if inc.status is Status.FIRING and inc.remedies:
-        tries = "*Try:* " + " • ".join(_esc(r) for r in inc.remedies)
+        tries = "*Try:* " + " • ".join(for_slack(r) for r in inc.remedies)
         element = _mrkdwn(clip(tries, _REMEDY_CHARS), CONTEXT_CHARS)
         blocks.append({"type": "context", "elements": [element]})
     return blocks
@@ -126,10 +127,10 @@ def slack_payload(
     url = incident_link(link, message.incidents[0])
     if url is not None and units(url) <= _LINK_CHARS:
         label = link_text.format(**incident_fields(message.incidents[0])).replace("|", "/")
-        text = f"<{_esc(url)}|{_esc(label)}>"
+        text = f"<{for_slack(url)}|{for_slack(label)}>"
         tail.append({"type": "section", "text": _mrkdwn(text, SECTION_CHARS)})
     footer = f"streamwatch · message {message.id[:12]} · group {message.group_key}"
-    tail.append({"type": "context", "elements": [_mrkdwn(_esc(footer), 300)]})
+    tail.append({"type": "context", "elements": [_mrkdwn(for_slack(footer), 300)]})
 
     max_body = MAX_BLOCKS - 1 - len(tail) - 1  # header, tail, and room for a summary
     char_budget = MAX_BLOCKS_CHARS - _size([header, *tail]) - _SUMMARY_CHARS - 100
@@ -144,12 +145,12 @@ def slack_payload(
     rest = message.incidents[shown:]
     if rest:
         listed = ", ".join(f"{i.kind} at step {i.step} ({i.status.value})" for i in rest)
-        summary = f"…and {len(rest)} more: {_esc(listed)}"
+        summary = f"…and {len(rest)} more: {for_slack(listed)}"
         body.append({"type": "section", "text": _mrkdwn(summary, _SUMMARY_CHARS)})
 
     first = message.incidents[0]
     fallback = f"{header_text(message)}: {first.message}"
-    return {"text": clip(_esc(fallback), FALLBACK_CHARS), "blocks": [header, *body, *tail]}
+    return {"text": clip(for_slack(fallback), FALLBACK_CHARS), "blocks": [header, *body, *tail]}
 
 
 def check_block_kit(payload: dict[str, Any]) -> list[str]:
