@@ -1,16 +1,21 @@
 """False alarms on real runs: every run of the corpus (tests/data/real/runs.toml) replayed
-through the engine, as ``streamwatch replay`` does, plus a second family of simulated
-healthy runs (benchmarks/healthy_family.py) that the engine's own simulator does not make.
+through the engine, as ``streamwatch replay`` does, plus two families of simulated healthy
+runs that the engine's own simulator does not make (benchmarks/healthy_family.py: noise
+families, warm-ups, plateaus, sparse logging; benchmarks/third_family.py: slow declines over
+thousands of steps, noisy rewards of small batches, counts named like ratios, a weak model's
+first step, a small policy's entropy).
 
-    python benchmarks/false_alarms.py [--json] [--family-seeds 200]
+    python benchmarks/false_alarms.py [--json] [--family-seeds 200] [--third-seeds 100]
 
 Prints, per incident kind and in all: warnings and criticals per 1,000 steps on the
 healthy-labelled runs, info per 1,000 steps, the share of healthy runs with any warning; for
 the failure-labelled runs, whether and how soon after the onset they are flagged (warning or
-worse); every run's warning-or-worse incidents (kind and step); and the share of the second
-family's runs with a warning. A count is of firing updates: an incident announced as a
-warning and raised to critical later counts once as each. Steps are logged steps (the
-manifest's ``steps``). ``--json`` prints the same figures as one JSON object.
+worse); per repository (fold) and leave-one-repository-out, healthy runs warned and
+failing runs flagged; every run's warning-or-worse incidents (kind and step); and per family
+the share of runs with a warning beside the budget (at most 1 healthy run of 1,000 steps in
+100 with a warning, 1 in 1,000 with a critical), per kind. A count is of firing updates: an
+incident announced as a warning and raised to critical later counts once as each. Steps are
+logged steps (the manifest's ``steps``). ``--json`` prints the same figures as one JSON object.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ import json
 import sys
 import tomllib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from healthy_family import family_run
+from healthy_family import FamilyRun, family_run
+from third_family import third_run
 
 from streamwatch.engine.monitor import Monitor
 from streamwatch.incidents import Incident, Severity, Status
@@ -82,8 +89,15 @@ def replay_run(entry: dict[str, Any]) -> RunResult:
     return RunResult(entry["id"], entry["label"], entry["steps"], onset, fold, fired)
 
 
-def replay_family(seed: int) -> tuple[str, int, list[Fired], tuple[str, ...]]:
-    run = family_run(seed)
+#: The budget of false alarms, per healthy run of 1,000 logged steps: at most 1 run in 100
+#: with a warning or worse, 1 in 1,000 with a critical.
+BUDGET = {"warning": 0.01, "critical": 0.001}
+
+
+def replay_family(
+    seed: int, make: Callable[[int], FamilyRun] = family_run
+) -> tuple[str, int, list[Fired], tuple[str, ...]]:
+    run = make(seed)
     monitor = Monitor()
     out: list[Incident] = []
     for event in run.events:
@@ -188,16 +202,22 @@ def folds_table(runs: list[RunResult]) -> dict[str, Any]:
     return {"folds": dict(sorted(folds.items())), "leave_one_repository_out": loro}
 
 
-def family_table(seeds: int) -> dict[str, Any]:
+def family_table(seeds: int, make: Callable[[int], FamilyRun] = family_run) -> dict[str, Any]:
+    """The family's runs with a warning, and per kind the share of runs warned and criticals
+    per 1,000 steps, beside the budget (per 1,000 steps of run)."""
     warned: list[dict[str, Any]] = []
     kinds: Counter[str] = Counter()
+    runs_by_kind: dict[str, set[str]] = {}
+    critical = 0
     steps = 0
     for seed in range(seeds):
-        run_id, n, fired, shapes = replay_family(seed)
+        run_id, n, fired, shapes = replay_family(seed, make)
+        critical += sum(1 for f in fired if f.severity == Severity.CRITICAL.value)
         steps += n
         serious = [f for f in fired if f.severity != Severity.INFO.value]
         for f in serious:
             kinds[f.kind] += 1
+            runs_by_kind.setdefault(f.kind, set()).add(run_id)
         if serious:
             warned.append(
                 {"run": run_id, "shapes": list(shapes), "fired": [str(f) for f in serious]}
@@ -208,6 +228,12 @@ def family_table(seeds: int) -> dict[str, Any]:
         "runs_with_warning": len(warned),
         "share_with_warning": len(warned) / seeds if seeds else 0.0,
         "kinds": dict(sorted(kinds.items())),
+        "runs_warned_by_kind": {k: len(v) for k, v in sorted(runs_by_kind.items())},
+        "criticals_per_1k": 1000.0 * critical / steps if steps else 0.0,
+        # the budget scaled to this family's mean run length
+        "budget_share_warned": min(1.0, BUDGET["warning"] * (steps / seeds) / 1000.0)
+        if seeds
+        else 0.0,
         "warned": warned,
     }
 
@@ -253,13 +279,20 @@ def _print(report: dict[str, Any]) -> None:
         shown = ", ".join(f"{f['kind']}@{f['step']} {f['severity']}" for f in serious) or "none"
         print(f"{r['id']:<36} {r['label']:<8} {r['steps']:>5} steps  info {info:>2}  {shown}")
 
-    f = report["family"]
+    for key, title in (("family", "second"), ("third", "third")):
+        _print_family(report[key], title)
+
+
+def _print_family(f: dict[str, Any], title: str) -> None:
     print(
-        f"\n## second family of simulated healthy runs: {f['runs']} runs, {f['steps']} steps: "
-        f"{f['runs_with_warning']} with a warning ({f['share_with_warning']:.1%})"
+        f"\n## {title} family of simulated healthy runs: {f['runs']} runs, {f['steps']} steps: "
+        f"{f['runs_with_warning']} with a warning ({f['share_with_warning']:.1%}; budget "
+        f"{f['budget_share_warned']:.1%} at its mean length); criticals "
+        f"{f['criticals_per_1k']:.3f}/1k steps"
     )
     for kind, n in f["kinds"].items():
-        print(f"  {kind}: {n}")
+        runs = f["runs_warned_by_kind"][kind]
+        print(f"  {kind}: {n} warning(s) or worse, {runs}/{f['runs']} runs")
     for w in f["warned"][:20]:
         print(f"  {w['run']} [{', '.join(w['shapes'])}]: {'; '.join(w['fired'])}")
 
@@ -268,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--family-seeds", type=int, default=200, help="second-family runs")
+    parser.add_argument("--third-seeds", type=int, default=100, help="third-family runs")
     args = parser.parse_args(argv)
     runs = [replay_run(entry) for entry in load_manifest()]
     report = {
@@ -286,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in runs
         ],
         "family": family_table(args.family_seeds),
+        "third": family_table(args.third_seeds, third_run),
     }
     if args.json:
         json.dump(report, sys.stdout, indent=1)

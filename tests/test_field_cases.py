@@ -87,7 +87,9 @@ def test_each_case_names_its_source_class_and_expectation(case_id: str) -> None:
     expect = case["expect"]
     assert (expect["kind"] == "none") == (case["class"] == "healthy")
     if expect["kind"] != "none":
-        assert Severity(expect["severity"]) in (Severity.WARNING, Severity.CRITICAL)
+        # info only where one row at the run's start is all there is (a second makes a warning)
+        start = (Severity.INFO,) if expect.get("warning_at_second_step") else ()
+        assert Severity(expect["severity"]) in (*start, Severity.WARNING, Severity.CRITICAL)
         assert expect["by_step"] in [r["step"] for r in rows(case_id)]
 
 
@@ -145,3 +147,29 @@ def test_one_nonfinite_step_is_one_incident(case_id: str) -> None:
     for inc in nonfinite:
         per_step[inc.step] = per_step.get(inc.step, 0) + 1
     assert nonfinite and all(n == 1 for n in per_step.values()), describe(nonfinite)
+
+
+@pytest.mark.parametrize(
+    "case_id", [c["id"] for c in CASES if c["expect"].get("warning_at_second_step")]
+)
+def test_a_first_row_alone_is_an_info_and_a_second_like_it_a_warning(
+    case_id: str, tmp_path: Path
+) -> None:
+    """One row at a run's start carries the evidence of a weak model's first batch as much
+    as of a broken run: an info. The same row again at the next step is a warning."""
+    expect = BY_ID[case_id]["expect"]
+    first = rows(case_id)[0]
+    again = dict(first, step=first["step"] + 1)
+    path = tmp_path / f"{case_id}.jsonl"
+    path.write_text(json.dumps(first) + "\n" + json.dumps(again) + "\n", encoding="utf-8")
+    aliases = BY_ID[case_id].get("aliases", {})
+    config = Config.model_validate({"indicators": {"aliases": aliases}})
+    fired = [
+        (i.step, i.severity)
+        for i in replay_files([path], config).incidents
+        if i.status is Status.FIRING and i.kind == expect["kind"]
+    ]
+    assert fired[0] == (first["step"], Severity.INFO)
+    assert (again["step"], Severity.WARNING) in fired or any(
+        step == again["step"] and sev.rank >= Severity.WARNING.rank for step, sev in fired
+    )

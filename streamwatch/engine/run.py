@@ -38,7 +38,7 @@ from streamwatch.checks.judge import judge
 from streamwatch.config import EngineConfig
 from streamwatch.detectors import Recent
 from streamwatch.engine.cost import CostMeter
-from streamwatch.engine.findings import CRITICAL, WARNING, Finding, IncidentBook
+from streamwatch.engine.findings import CRITICAL, INFO, WARNING, Finding, IncidentBook
 from streamwatch.engine.indicators import Indicator
 from streamwatch.engine.projection import PROJECTED, project, target
 from streamwatch.engine.series import (
@@ -102,6 +102,13 @@ _STALLED: Final = Kind.RUN_STALLED
 
 _FIRING: Final = Status.FIRING
 
+#: failures announced at their severity from their first step: impossible in a healthy run
+_AT_ONCE: Final = frozenset({Kind.NONFINITE_METRIC, Kind.RUN_STALLED})
+_SATURATION: Final = Kind.TRUNCATION_SATURATION
+#: rules whose one value no healthy run shows: beyond a quantity's absolute ceiling, every
+#: completion of a step at the length cap
+_IMPOSSIBLE_RULES: Final = frozenset({"ceiling", "cap"})
+
 #: the largest share a ratio may show (a sum of shares may round past 1)
 _SHARE_MAX: Final = 1.0 + 1e-9
 
@@ -129,6 +136,8 @@ class RunState:
     #: metrics whose values contradicted the indicator their name bound them to (a count
     #: named like a ratio): never bound to an indicator again in this run
     misbound: set[str] = field(default_factory=set)
+    steps_seen: int = 0  # the run's distinct steps so far (events of a later step)
+    newest_step: int = -1
     hacking: HackingCheck = field(init=False)
     signal: NoSignalCheck = field(init=False)
     cap: CapCheck = field(init=False)
@@ -577,9 +586,31 @@ class RunState:
     def fire(self, finding: Finding, ts: float | None = None) -> None:
         if finding.kind in self.disabled:  # a str enum: its value's hash and equality
             return
+        if finding.severity is WARNING and self.steps_seen <= 1 and self._alone(finding):
+            finding = Finding(
+                finding.kind,
+                finding.indicator,
+                finding.metric,
+                INFO,
+                finding.step,
+                finding.message,
+                finding.evidence | {"held_as": "warning (one step of evidence)"},
+                finding.onset_step,
+                finding.rule,
+            )
         update = self.book.fire(finding, self.last_ts if ts is None else ts)
         if update is not None:
             self.emit(update)
+
+    def _alone(self, finding: Finding) -> bool:
+        """Evidence before a warning: a warning found at a run's first logged step has one
+        step of evidence, the same as a weak model's first batch in a healthy run (every
+        completion scored 0, nothing learned): an info, a warning from the next step that
+        shows it. Findings impossible in a healthy run (a non-finite value, a stall, a value
+        beyond a quantity's absolute ceiling, every completion cut at the cap) keep theirs."""
+        if finding.kind in _AT_ONCE or finding.rule in _IMPOSSIBLE_RULES:
+            return False
+        return not (finding.kind is _SATURATION and finding.evidence.get("value", 0.0) >= 1.0)
 
     def _healthy(self, kind: Kind, name: str, step: int) -> None:
         if self.open_incidents:
@@ -675,6 +706,9 @@ class RunState:
         """Every event: note its time; a stalled run that speaks again is resolved."""
         if ts is not None and (self.last_ts is None or ts > self.last_ts):
             self.last_ts = ts
+        if step > self.newest_step:
+            self.newest_step = step
+            self.steps_seen += 1
         self.meter.observe(step, ts)
         gap = self.stall.observe(step, ts)
         stalled = bool(self.open_incidents) and self.book.is_firing(_STALLED, "run")
