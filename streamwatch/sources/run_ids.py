@@ -23,6 +23,7 @@ id: they are one run. Every reader of files names runs with these functions: ``r
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -80,23 +81,26 @@ def _above(p: Place) -> tuple[str, ...]:
     return tuple(x for x in p[0][:-1] if x != os.sep and not x.endswith((":\\", ":/")))
 
 
-def _shortest(p: Place, others: list[Place]) -> int:
-    """The fewest directories above ``p`` that no other place of its group ends with."""
-    mine = _above(p)
-    for k in range(1, len(mine) + 1):
-        if all(_above(o)[-k:] != mine[-k:] for o in others):
-            return k
-    return len(mine)
+def _shortest(group: list[Place]) -> dict[Place, tuple[str, ...]]:
+    """Per place, the fewest directories above it that no other place of the group ends
+    with (all of them, for a place no run of directories tells apart)."""
+    above = {p: _above(p) for p in group}
+    out: dict[Place, tuple[str, ...]] = {}
+    for k in range(1, max(len(a) for a in above.values()) + 1):
+        counts = Counter(a[-k:] for a in above.values())
+        for p, a in above.items():
+            if p not in out and (counts[a[-k:]] == 1 or k >= len(a)):
+                out[p] = a[-k:]
+    return {p: out.get(p, a) for p, a in above.items()}
 
 
 def _told_apart(group: list[Place]) -> dict[Place, str]:
     """Ids for places that share one id: the shortest distinct run of directories above
     each (with the directory named for places named after one)."""
-    out: dict[Place, str] = {}
     by_files = not any(by_dir for _, by_dir in group)
-    for p in group:
-        k = _shortest(p, [o for o in group if o != p])
-        parts = _above(p)[-k:] if by_files else (*_above(p)[-k:], p[0][-1])
+    out: dict[Place, str] = {}
+    for p, dirs in _shortest(group).items():
+        parts = dirs if by_files else (*dirs, p[0][-1])
         out[p] = "/".join(parts) or p[0][-1]
     return out
 
@@ -148,18 +152,18 @@ class RunIds:
     def add(self, files: Iterable[tuple[Path, str]]) -> None:
         """Name the files not named yet, together."""
         new = {path: fmt for path, fmt in files if path not in self.ids}
+        places = {path: place(path, fmt) for path, fmt in new.items()}
         fresh: dict[Place, str] = {}
-        for path, fmt in new.items():
-            p = place(path, fmt)
-            if p not in self._given:
-                fresh[p] = default_run_id(path, fmt)
+        for path, p in places.items():
+            if p not in self._given and p not in fresh:
+                fresh[p] = default_run_id(path, new[path])
         named = _assign({**self._own, **fresh}) if fresh else {}
         taken = set(self._given.values())
         for p, rid in fresh.items():
             self._own[p] = rid
             self._given[p] = named[p] if named[p] not in taken else _whole(p)
-        for path, fmt in new.items():
-            self.ids[path] = self._given[place(path, fmt)]
+        for path, p in places.items():
+            self.ids[path] = self._given[p]
 
     def __call__(self, path: Path, format: str) -> str:
         """The id of ``path`` (named now, if it is new)."""
