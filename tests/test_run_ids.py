@@ -185,3 +185,35 @@ def test_watch_keeps_two_growing_logs_of_one_name_apart(tmp_path: Path) -> None:
         mine = [i for i in found if i.run_id == name]
         assert firing(mine) == firing(replay_files([path]).incidents), name
     assert any(i.kind == "entropy_collapse" for i in found if i.run_id == "run-a")
+
+
+def test_watch_names_the_logs_of_a_directory_together_and_later_ones_apart(
+    tmp_path: Path,
+) -> None:
+    """A watched directory with ``run-a/train.log`` and ``run-b/train.log`` at the start, and
+    ``run-c/train.log`` written later: three runs; the first two keep their names."""
+    lines = _without_run_id(EXAMPLES / "healthy.jsonl")
+    exps = tmp_path / "exps"
+    for name in ("run-a", "run-b"):
+        (exps / name).mkdir(parents=True)
+        (exps / name / "train.log").write_bytes(b"".join(lines[:30]))
+    watcher = Watcher([exps], ManualClock())
+    watcher.poll()
+    assert watcher.tally.seen == {"run-a", "run-b"}
+    (exps / "run-c").mkdir()
+    (exps / "run-c" / "train.log").write_bytes(b"".join(lines[:30]))
+    watcher.poll()
+    watcher.close()
+    assert watcher.tally.seen == {"run-a", "run-b", "run-c"}
+
+
+def test_watch_names_the_logs_of_two_directories_given_together(tmp_path: Path) -> None:
+    lines = _without_run_id(EXAMPLES / "healthy.jsonl")
+    dirs = [tmp_path / "exps" / name for name in ("run-a", "run-b")]
+    for d in dirs:
+        d.mkdir(parents=True)
+        (d / "train.log").write_bytes(b"".join(lines[:30]))
+    watcher = Watcher(dirs, ManualClock())
+    watcher.poll()
+    watcher.close()
+    assert watcher.tally.seen == {"run-a", "run-b"}
