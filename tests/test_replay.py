@@ -11,6 +11,7 @@ import pytest
 from streamwatch.cli.main import main
 from streamwatch.config import Config, EngineConfig
 from streamwatch.replay.files import format_summary, replay_files
+from streamwatch.replay.tally import RunIdClash
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "logs"
 
@@ -26,28 +27,31 @@ def write_run(path: Path, run_id: str | None, steps: range, **extra: float) -> P
     return path
 
 
-def test_two_files_with_one_run_id_and_overlapping_steps_are_reported(tmp_path: Path) -> None:
+def test_two_files_with_one_run_id_and_overlapping_steps_are_refused(tmp_path: Path) -> None:
     a = write_run(tmp_path / "seed-1.jsonl", "grpo", range(0, 50))
     b = write_run(tmp_path / "seed-2.jsonl", "grpo", range(20, 80))
-    result = replay_files([a, b])
-    (overlap,) = result.overlaps
+    with pytest.raises(RunIdClash) as caught:
+        replay_files([a, b])
+    overlap = caught.value.overlap
     assert (overlap.run_id, overlap.first_steps, overlap.second_steps) == (
         "grpo",
         (0, 49),
-        (20, 79),
+        (20, 20),
     )
-    summary = format_summary(result)
-    assert "overlaps" in summary and "--run-id-from path" in summary
+    message = str(caught.value)
+    assert str(a) in message and str(b) in message and "'grpo'" in message
+    assert "--run-id-from path" in message
     # named after their files, they are two runs and nothing is set aside
     apart = replay_files([a, b], run_id_from="path")
-    assert apart.overlaps == [] and apart.problem_count == 0
+    assert apart.problem_count == 0
     assert {r.run_id for r in apart.bindings} == {"seed-1", "seed-2"}
 
 
-def test_consecutive_files_of_one_run_are_not_an_overlap(tmp_path: Path) -> None:
+def test_consecutive_files_of_one_run_are_one_run(tmp_path: Path) -> None:
     a = write_run(tmp_path / "part-1.jsonl", "grpo", range(0, 50))
     b = write_run(tmp_path / "part-2.jsonl", "grpo", range(50, 80))
-    assert replay_files([a, b]).overlaps == []
+    result = replay_files([a, b])
+    assert result.tally.seen == {"grpo"} and result.problem_count == 0
 
 
 def test_run_id_names_the_run_of_one_file(tmp_path: Path) -> None:
@@ -62,10 +66,11 @@ def test_run_id_names_the_run_of_one_file(tmp_path: Path) -> None:
 def test_run_id_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = write_run(tmp_path / "a.jsonl", "same", range(0, 30))
     b = write_run(tmp_path / "b.jsonl", "same", range(0, 30))
-    assert main(["replay", "--quiet", str(a), str(b)]) == 0
-    assert "overlaps" in capsys.readouterr().out
+    assert main(["replay", "--quiet", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "run id 'same' is given by both" in err and str(a) in err and str(b) in err
     assert main(["replay", "--quiet", "--run-id-from", "path", str(a), str(b)]) == 0
-    assert "overlaps" not in capsys.readouterr().out
+    assert "replayed 2 file(s)" in capsys.readouterr().out
     assert main(["replay", "--quiet", "--run-id", "x", str(a), str(b)]) == 2
     assert "--run-id names the run of one file" in capsys.readouterr().err
 

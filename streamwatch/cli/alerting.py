@@ -155,11 +155,21 @@ def build_dispatcher(
     return Dispatcher(config)
 
 
-def _alerting(path: str | None) -> AlertingConfig:
-    """The alerting table of a config file (only that table is read)."""
-    from streamwatch.config import load_config
+def command_line_receivers(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> bool:
+    """Whether the command line (or the environment) names a receiver: ``--webhook-url``,
+    ``--slack-webhook-url`` or their variables."""
+    env = os.environ if env is None else env
+    flags = (getattr(args, "webhook_url", None), getattr(args, "slack_webhook_url", None))
+    return any(flags) or bool(env.get(ENV_WEBHOOK_URL) or env.get(ENV_SLACK_URL))
 
-    return load_config(path, sections=("alerting",)).alerting
+
+def _alerting(path: str | None, command: str, *, sends: bool) -> AlertingConfig:
+    """The alerting table of a config file (only that table is read); a command that
+    ``sends`` needs its receivers' variables set, one that does not does without them."""
+    from streamwatch.cli.config_refs import load_offline_config, load_sending_config
+
+    load = load_sending_config if sends else load_offline_config
+    return load(path, command, sections=("alerting",)).alerting
 
 
 # -- streamwatch silence ------------------------------------------------------------------
@@ -181,7 +191,7 @@ def silences_path(args: argparse.Namespace, env: Mapping[str, str] | None = None
     """--silences-file, else the config's silences_file, else <state dir>/silences.json."""
     if getattr(args, "silences_file", None):
         return Path(args.silences_file)
-    config = _alerting(getattr(args, "config", None))
+    config = _alerting(getattr(args, "config", None), "silence", sends=False)
     env = os.environ if env is None else env
     state_dir = getattr(args, "alert_state_dir", None) or env.get(ENV_STATE_DIR)
     if config.silences_file is None and state_dir:
@@ -291,7 +301,7 @@ def run_test_route(args: argparse.Namespace) -> int:
 
     unset = unset_references(args.config) if args.dry_run else []
     with stand_ins(unset):
-        config = alerting_from_args(args, _alerting(args.config))
+        config = alerting_from_args(args, _alerting(args.config, "test-route", sends=True))
     if unset:
         print(f"unset (a real send needs them): {', '.join(unset)}")
     return check_routes(config, args, out=sys.stdout)

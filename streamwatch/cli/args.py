@@ -229,5 +229,6 @@ def _add_reading_args(p: argparse.ArgumentParser) -> None:
         choices=["data", "path"],
         default="data",
         help="data: the run id the data names, else the file's (default); path: always the "
-        "file's name (trainer_state.json and TensorBoard: its directory)",
+        "file's name (trainer_state.json and TensorBoard: its directory); files of one name "
+        "are told apart by the directories above them",
     )

@@ -3,6 +3,14 @@ the environment) that are unset, and stand-ins for them, so that a config can be
 offline (``check-config``) and the routes tried without sending (``test-route --dry-run``)
 on a machine that has none of the secrets.
 
+A team's config names its receivers' secrets; a command that sends nothing must not need
+them. :func:`load_offline_config` loads a config for such a command (``replay`` without
+receivers of its own, ``inspect``, ``report``, ``compare``, ``ledger``, ``silence``): unset
+references are accepted, said once on stderr, and the receivers left out.
+:func:`load_sending_config` loads it for a command that sends (``run``, ``watch``, ``demo``,
+``test-route``, ``replay`` with ``--webhook-url``): an unset reference stops it, with a
+message naming the variable.
+
 >>> import os, tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "c.toml"
 >>> _ = path.write_text('url = "${SW_DOCTEST_HOOK}"')
@@ -19,11 +27,15 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["stand_ins", "unset_references"]
+from streamwatch.config import SECTIONS, Config, ConfigError, load_config
+
+__all__ = ["load_offline_config", "load_sending_config", "stand_ins", "unset_references"]
+
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -52,3 +64,48 @@ def stand_ins(names: list[str]) -> Iterator[None]:
     finally:
         for name in names:
             os.environ.pop(name, None)
+
+
+def load_offline_config(
+    path: str | Path | None, command: str, *, sections: tuple[str, ...] = SECTIONS
+) -> Config:
+    """The config of a command that sends no alert. When the file loads only with its unset
+    ``${NAME}`` references standing in, it is loaded so, stderr says once which variables
+    are unset and that this command sends no alert, and its receivers and routes are left
+    out (nothing could reach them)."""
+    try:
+        return load_config(path, sections=sections)
+    except ConfigError:
+        unset = unset_references(path)
+        if not unset:
+            raise
+    with stand_ins(unset):
+        config = load_config(path, sections=sections)
+    print(
+        f"streamwatch: {command}: {', '.join(unset)} unset (read by the receivers of {path}):"
+        " alerts are not sent by this command",
+        file=sys.stderr,
+    )
+    quiet = config.alerting.model_copy(update={"receivers": (), "routes": ()})
+    return config.model_copy(update={"alerting": quiet})
+
+
+def load_sending_config(
+    path: str | Path | None, command: str, *, sections: tuple[str, ...] = SECTIONS
+) -> Config:
+    """The config of a command that sends alerts: a receiver's unset ``${NAME}`` reference
+    stops it, with a :class:`~streamwatch.config.ConfigError` naming each variable."""
+    try:
+        return load_config(path, sections=sections)
+    except ConfigError as exc:
+        unset = unset_references(path)
+        if not unset:
+            raise
+        lines = [
+            f"{path}: {command} sends alerts, and the receivers of this config read unset"
+            " environment variables:",
+            *(f"  {name} is not set" for name in unset),
+            "set them to send alerts; the commands that send none (replay without a receiver"
+            " of its own, inspect, report, compare, ledger) load this config without them",
+        ]
+        raise ConfigError("\n".join(lines)) from exc

@@ -368,7 +368,7 @@ def _service(args: argparse.Namespace, worker: int | None = None) -> tuple[Any, 
     from streamwatch.alerting.dispatcher import Dispatcher
     from streamwatch.cli.actions import build_actor
     from streamwatch.cli.alerting import alerting_from_args, build_dispatcher
-    from streamwatch.config import load_config
+    from streamwatch.cli.config_refs import load_sending_config
     from streamwatch.live import Service, ServiceSettings
 
     own = worker is None
@@ -403,7 +403,7 @@ def _service(args: argparse.Namespace, worker: int | None = None) -> tuple[Any, 
         ledger_correction=args.ledger_correction,
         ledger_max_runs=args.ledger_max_runs,
     )
-    config = load_config(args.config)
+    config = load_sending_config(args.config, "run")
     actor = build_actor(args, config, stop=True)
     if own:
         alerts = build_dispatcher(args, config.alerting)
@@ -438,12 +438,13 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_workers(args: argparse.Namespace) -> int:
     from streamwatch.cli.alerting import alerting_from_args
-    from streamwatch.config import load_config
+    from streamwatch.cli.config_refs import load_sending_config
     from streamwatch.live.workers import Pool
 
     if args.report_out is not None:
         raise ValueError("--report-out needs --workers 1: each worker watches only its own runs")
-    alerting_from_args(args, load_config(args.config).alerting)  # a bad setting stops us here
+    config = load_sending_config(args.config, "run")
+    alerting_from_args(args, config.alerting)  # a bad setting stops us here
     pool = Pool(
         args.workers,
         _worker,

@@ -13,7 +13,8 @@ import argparse
 import threading
 from pathlib import Path
 
-from streamwatch.config import Config, load_config
+from streamwatch.cli.config_refs import load_offline_config
+from streamwatch.config import Config
 from streamwatch.ledger.entries import Ledger
 
 __all__ = ["HELP", "run_ledger"]
@@ -74,7 +75,7 @@ def run_ledger(args: argparse.Namespace) -> int:
 
     if args.refresh is not None and (args.refresh <= 0 or not args.output):
         raise ValueError("--refresh needs a positive number of seconds and -o FILE")
-    config = load_config(args.config)
+    config = load_offline_config(args.config, "ledger")
     ledger = _build(args, config)
     print(format_ledger(ledger))
     if args.output:

@@ -115,8 +115,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from streamwatch.cli.alerting import command_line_receivers
+    from streamwatch.cli.config_refs import load_offline_config, load_sending_config
     from streamwatch.cli.sinks import incident_sinks
-    from streamwatch.config import load_config
     from streamwatch.incidents import Severity
     from streamwatch.replay.files import (
         format_summary,
@@ -125,7 +126,8 @@ def _replay(args: argparse.Namespace) -> int:
         replay_files,
     )
 
-    config = load_config(args.config)
+    sends = command_line_receivers(args)  # else the config's receivers, if it can reach them
+    config = (load_sending_config if sends else load_offline_config)(args.config, "replay")
     with incident_sinks(args, config) as outputs:
         result = replay_files(
             args.paths,
@@ -159,12 +161,12 @@ def _no_events(result: ReplayResult) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from streamwatch.config import load_config
+    from streamwatch.cli.config_refs import load_offline_config
     from streamwatch.replay.files import format_verbose, replay_files
 
     result = replay_files(
         args.paths,
-        load_config(args.config),
+        load_offline_config(args.config, "inspect"),
         format=args.format,
         run_id=args.run_id,
         run_id_from=args.run_id_from,
@@ -178,8 +180,8 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from streamwatch.cli.alerting import build_dispatcher
+    from streamwatch.cli.config_refs import load_sending_config
     from streamwatch.cli.demo import StepOrder, demo_specs
-    from streamwatch.config import load_config
     from streamwatch.engine.monitor import Monitor
     from streamwatch.events import is_finished
     from streamwatch.incidents import Incident, Severity
@@ -188,7 +190,7 @@ def _demo(args: argparse.Namespace) -> int:
     from streamwatch.simulate import simulate
     from streamwatch.sinks import ConsoleSink, JsonlSink
 
-    config = load_config(args.config)
+    config = load_sending_config(args.config, "demo")
     specs = demo_specs(args.steps, args.seed)
     print(f"streamwatch demo: {len(specs)} simulated runs on 2 hosts x 2 ranks, {args.steps} steps")
     for spec in specs:

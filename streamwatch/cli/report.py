@@ -13,9 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from streamwatch._install import install_hint
+from streamwatch.cli.config_refs import load_offline_config
 from streamwatch.cli.ledger import HELP as LEDGER_HELP
 from streamwatch.cli.ledger import run_ledger
-from streamwatch.config import load_config
 from streamwatch.report.correction import CORRECTIONS
 
 __all__ = ["add_report_commands", "run_report_command"]
@@ -181,7 +181,7 @@ def _report(args: argparse.Namespace) -> int:
         [Path(p) for p in args.paths],
         Path(args.output),
         indicators=args.indicator,
-        config=load_config(args.config),
+        config=load_offline_config(args.config, "report"),
         max_points=args.max_points,
         js="plain" if args.plain_js else "gzip",
         title=args.title,
@@ -204,7 +204,7 @@ def _compare(args: argparse.Namespace) -> int:
         [Path(p) for p in args.baseline],
         [Path(p) for p in args.candidate],
         indicators=args.indicator,
-        config=load_config(args.config),
+        config=load_offline_config(args.config, "compare"),
         window=args.window,
         alpha=args.alpha,
     )

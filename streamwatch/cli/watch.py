@@ -9,11 +9,11 @@ import threading
 
 from streamwatch.actions.record import describe
 from streamwatch.cli.actions import build_actor
+from streamwatch.cli.config_refs import load_sending_config
 from streamwatch.cli.interrupt import stop_on_signals
 from streamwatch.cli.outcome import EXIT_INCIDENT, EXIT_NO_EVENTS, exit_code
 from streamwatch.cli.sinks import incident_sinks
 from streamwatch.clock import SystemClock
-from streamwatch.config import load_config
 from streamwatch.incidents import Severity
 from streamwatch.replay.files import format_runs
 from streamwatch.replay.watch import Watcher
@@ -51,7 +51,7 @@ def _follow(
 def run_watch(args: argparse.Namespace) -> int:
     if args.poll <= 0:
         raise ValueError(f"--poll must be > 0 seconds, got {args.poll}")
-    config = load_config(args.config)
+    config = load_sending_config(args.config, "watch")
     clock = SystemClock()
     actor = build_actor(args, config, stop=False)
     with stop_on_signals() as stop, incident_sinks(args, config, append=True) as outputs:

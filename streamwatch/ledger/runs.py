@@ -27,7 +27,7 @@ from streamwatch.config import Config
 from streamwatch.incidents import Incident
 from streamwatch.replay.files import replay_files
 from streamwatch.report.data import RunData, SeriesCollector
-from streamwatch.sources import read_events
+from streamwatch.sources import path_run_ids, read_events
 
 __all__ = ["Arm", "RecordedRun", "assign", "expand_selectors", "parse_arm", "read_runs"]
 
@@ -89,14 +89,17 @@ def read_runs(
     paths: Sequence[Path], config: Config | None = None, metrics: Iterable[str] = ()
 ) -> list[RecordedRun]:
     """Every run of every file, read once for its series and tags and replayed through the
-    engine for its incidents. A run id seen in an earlier file is keyed ``FILE:RUN``."""
+    engine for its incidents. Files whose data names no run are named after their paths,
+    told apart from the other files' (:func:`~streamwatch.sources.run_ids.run_ids`); a run
+    id the data of an earlier file named too is keyed ``FILE:RUN``."""
     wanted = list(metrics)
     runs: list[RecordedRun] = []
     keys: set[str] = set()
+    ids = path_run_ids(paths)
     for path in paths:
         collector = SeriesCollector(config, metrics=wanted)
         tags: dict[str, dict[str, str]] = {}
-        for event in read_events([path], on_problem=lambda _p: None):
+        for event in read_events([path], on_problem=lambda _p: None, path_ids=ids):
             collector.add(event)
             if event.tags:
                 seen = tags.setdefault(event.run_id, {})
@@ -104,7 +107,7 @@ def read_runs(
                     if len(seen) < _MAX_TAGS:
                         seen.setdefault(k, v)
         incidents: dict[str, list[Incident]] = {}
-        for inc in replay_files([path], config).incidents:
+        for inc in replay_files([path], config, path_ids=ids).incidents:
             incidents.setdefault(inc.run_id, []).append(inc)
         for run_id, data in collector.runs().items():
             key = run_id if run_id not in keys else f"{path.name}:{run_id}"

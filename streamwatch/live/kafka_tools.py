@@ -19,7 +19,7 @@ from typing import Any
 
 from streamwatch.events import Problem
 from streamwatch.sinks.kafka import MAX_REQUEST_BYTES
-from streamwatch.sources import FileSource, expand_paths
+from streamwatch.sources import open_sources
 
 __all__ = [
     "PublishResult",
@@ -148,9 +148,7 @@ def publish_files(
     from kafka import KafkaProducer
 
     result = PublishResult()
-    sources = [
-        FileSource(p, format=format, on_problem=result.problems.append) for p in expand_paths(paths)
-    ]
+    sources = open_sources(paths, format=format, on_problem=result.problems.append)
     if partitions is not None:
         ensure_topics(client_kwargs, {topic: TopicSpec(partitions)})
     own = producer is None

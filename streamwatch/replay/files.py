@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TextIO
@@ -24,9 +24,9 @@ from streamwatch.engine.monitor import Monitor
 from streamwatch.events import Problem
 from streamwatch.incidents import Incident, Severity
 from streamwatch.names import for_terminal
-from streamwatch.replay.tally import FileRuns, Overlap, RunIncident, RunTally, Tally
+from streamwatch.replay.tally import FileRuns, RunIncident, RunTally, Tally
 from streamwatch.sinks.base import Sink
-from streamwatch.sources import FileSource, expand_paths
+from streamwatch.sources import FileSource, open_sources
 
 __all__ = [
     "ReplayResult",
@@ -45,7 +45,8 @@ _SHOWN_QUIET = 20
 _SHOWN_RUNS = 50
 
 #: Where a file's run id comes from: its data where the data names one (else its path), or
-#: always its path (the file name; for trainer_state.json and TensorBoard, the directory).
+#: always its path (the file name; for trainer_state.json and TensorBoard, the directory;
+#: files of one name told apart by the directories above them).
 RunIdFrom = Literal["data", "path"]
 
 
@@ -76,7 +77,6 @@ class ReplayResult:
     seconds: float = 0.0
     tally: Tally = field(default_factory=Tally)
     file_results: list[FileResult] = field(default_factory=list)
-    overlaps: list[Overlap] = field(default_factory=list)
     #: which metric feeds which indicator, per run (the first runs by name)
     bindings: list[RunBindings] = field(default_factory=list)
     #: files in the directories given that are not read, and why (no known format)
@@ -147,17 +147,24 @@ def _sources(
     run_id: str | None,
     run_id_from: RunIdFrom,
     keep: _Problems,
+    path_ids: Mapping[Path, str] | None,
 ) -> list[FileSource]:
-    files = expand_paths(paths, keep.result.passed_over)
-    if run_id is not None and len(files) > 1:
+    sources = open_sources(
+        paths,
+        format=format,
+        run_id=run_id,
+        on_problem=keep,
+        skipped=keep.result.passed_over,
+        path_ids=path_ids,
+    )
+    if run_id is not None and len(sources) > 1:
         raise ValueError(
-            f"--run-id names the run of one file; {len(files)} files given"
+            f"--run-id names the run of one file; {len(sources)} files given"
             " (use --run-id-from path to name each after its file)"
         )
-    sources = [FileSource(p, format=format, run_id=run_id, on_problem=keep) for p in files]
     if run_id is None and run_id_from == "path":
         for source in sources:
-            source.run_id = source.path_run_id
+            source.run_id = source.path_id
     return sources
 
 
@@ -172,12 +179,16 @@ def replay_files(
     keep_incidents: bool = True,
     progress: TextIO | None = None,
     progress_min_bytes: int = 20 * 2**20,
+    path_ids: Mapping[Path, str] | None = None,
 ) -> ReplayResult:
     """Replay files through one Monitor. Missing files or unknown formats raise up front.
 
     ``run_id`` names the run of a single file; ``run_id_from="path"`` names every file's run
-    after the file. ``keep_incidents=False`` keeps no list of incident updates (the summary's
-    tally is bounded either way).
+    after its path (told apart from the other files': :func:`~streamwatch.sources.files.
+    open_sources`, or ``path_ids``). Two files that give one run id over overlapping steps
+    raise :class:`~streamwatch.replay.tally.RunIdClash` before the second one's first
+    overlapping step is judged. ``keep_incidents=False`` keeps no list of incident updates
+    (the summary's tally is bounded either way).
     """
     monitor = Monitor(config)
     result = ReplayResult()
@@ -194,7 +205,7 @@ def replay_files(
             for sink in sink_list:
                 sink.send(inc)
 
-    sources = _sources(paths, format, run_id, run_id_from, keep)
+    sources = _sources(paths, format, run_id, run_id_from, keep, path_ids)
     start = time.perf_counter()
     for source in sources:
         keep.first = None
@@ -209,7 +220,7 @@ def replay_files(
             if rid not in seen_runs and len(seen_runs) < 1000:
                 seen_runs[rid] = None
                 tally.see(rid)
-            spans.step(rid, event.step)
+            spans.step(rid, event.step, origin)
             updates = process(event, f"{origin}:{source.stats.where}")
             if updates:
                 emit(updates)
@@ -239,7 +250,6 @@ def replay_files(
     result.seconds = time.perf_counter() - start
     result.events = monitor.stats.events
     result.values = monitor.stats.values
-    result.overlaps = spans.overlaps
     result.bindings = run_bindings(monitor)
     result.spent = monitor.spent()
     return result
@@ -340,7 +350,7 @@ def format_runs(
 def format_summary(result: ReplayResult, min_severity: Severity = Severity.WARNING) -> str:
     """The end-of-replay report: incidents per run with step and key evidence (those of
     ``min_severity`` or worse, as the console printed them), the runs that raised nothing,
-    files that gave no event, overlapping run ids, problems."""
+    files that gave no event, problems."""
     lines = [
         f"replayed {result.files} file(s): {result.events:,} events, {result.values:,} values "
         f"in {result.seconds:.2f} s"
@@ -353,7 +363,6 @@ def format_summary(result: ReplayResult, min_severity: Severity = Severity.WARNI
         lines.append(f"{len(quiet)} run(s) raised nothing: {names}")
     for f in result.empty_files():
         lines.append(f"{f.path}: no event ({f.first_problem or 'no metrics in it'})")
-    lines.extend(str(o) for o in result.overlaps)
     if result.blank_lines:
         lines.append(f"{result.blank_lines:,} blank line(s) skipped")
     if result.problem_count:

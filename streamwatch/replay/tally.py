@@ -5,7 +5,7 @@ critical is the same incident) counted by the most severe level each reached, wh
 is still firing or resolved, and only the few worth printing (the most severe, the most
 recent among equals); runs beyond a limit are counted together. Per file: the step range of
 each run it holds, so that two files carrying the same run id over the same steps are
-reported instead of silently merged.
+refused instead of silently merged.
 
 >>> from streamwatch.incidents import Incident, Severity, Status
 >>> def update(id, step, sev, status=Status.FIRING):
@@ -31,7 +31,7 @@ from itertools import count
 
 from streamwatch.incidents import Incident, Severity, Status
 
-__all__ = ["FileRuns", "Overlap", "RunIncident", "RunTally", "Tally"]
+__all__ = ["FileRuns", "Overlap", "RunIdClash", "RunIncident", "RunTally", "Tally"]
 
 #: Runs tallied one by one; the rest are counted together.
 MAX_RUNS = 10_000
@@ -168,38 +168,53 @@ class Overlap:
     def __str__(self) -> str:
         a, b = self.first_steps, self.second_steps
         return (
-            f"run {self.run_id!r}: {self.second} (steps {b[0]}-{b[1]}) overlaps {self.first}"
-            f" (steps {a[0]}-{a[1]}) under the same run id; their values were merged, repeated"
-            " steps set aside. Give each file its own run id: --run-id-from path"
+            f"run id {self.run_id!r} is given by both {self.first} (steps {a[0]}-{a[1]}) and"
+            f" {self.second} (steps {b[0]}-{b[1]} so far): their steps overlap, and their"
+            " values would be mixed into one run; refused. Give each file its own run id"
+            " (--run-id-from path names each after its path), or read them apart"
         )
+
+
+class RunIdClash(ValueError):
+    """Two files would give one run over overlapping steps (:class:`Overlap`)."""
+
+    def __init__(self, overlap: Overlap) -> None:
+        super().__init__(str(overlap))
+        self.overlap = overlap
 
 
 @dataclass
 class FileRuns:
-    """The step range of each run in each file read so far (bounded by :data:`MAX_RUNS`)."""
+    """The step range of each run in each file read so far (bounded by :data:`MAX_RUNS`),
+    so that a file whose run id an earlier file gave over overlapping steps is refused."""
 
     ranges: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
     current: dict[str, list[int]] = field(default_factory=dict)
-    overlaps: list[Overlap] = field(default_factory=list)
     _size: int = 0
 
-    def step(self, run_id: str, step: int) -> None:
+    def step(self, run_id: str, step: int, name: str) -> None:
+        """Note a step of ``run_id`` in file ``name``; raises :class:`RunIdClash` once its
+        steps overlap those of an earlier file with that run id."""
         span = self.current.get(run_id)
         if span is None:
             if len(self.current) + self._size >= MAX_RUNS:
                 return
-            self.current[run_id] = [step, step]
+            span = self.current[run_id] = [step, step]
         elif step < span[0]:
             span[0] = step
         elif step > span[1]:
             span[1] = step
+        else:
+            return
+        earlier = self.ranges.get(run_id)
+        if earlier:
+            lo, hi = span
+            for other, a, b in earlier:
+                if lo <= b and a <= hi:
+                    raise RunIdClash(Overlap(run_id, other, (a, b), name, (lo, hi)))
 
     def end_file(self, name: str) -> None:
         for run_id, (lo, hi) in self.current.items():
-            earlier = self.ranges.setdefault(run_id, [])
-            for other, a, b in earlier:
-                if lo <= b and a <= hi and len(self.overlaps) < 100:
-                    self.overlaps.append(Overlap(run_id, other, (a, b), name, (lo, hi)))
-            earlier.append((name, lo, hi))
+            self.ranges.setdefault(run_id, []).append((name, lo, hi))
             self._size += 1
         self.current = {}

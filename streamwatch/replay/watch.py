@@ -29,8 +29,8 @@ from streamwatch.events import Event, Problem
 from streamwatch.incidents import Incident
 from streamwatch.replay.tally import Tally
 from streamwatch.sinks.base import Sink
-from streamwatch.sources.files import default_run_id
-from streamwatch.sources.follow import Directory, Follower, follow
+from streamwatch.sources.follow import Directory, Follower, follow, logs_in
+from streamwatch.sources.run_ids import RunIds
 
 __all__ = ["Watcher", "describe_follower"]
 
@@ -48,12 +48,14 @@ class WatchStats:
     last: tuple[str, int] | None = None
 
 
-def describe_follower(follower: Follower, events: Sequence[Event], run_id: str | None) -> str:
+def describe_follower(
+    follower: Follower, events: Sequence[Event], run_id: str | None, names: RunIds | None = None
+) -> str:
     """``following PATH (FORMAT, run R)``: the runs its first events name, else the run its
-    path gives."""
+    path gives (told apart by ``names``)."""
     runs = list(dict.fromkeys(e.run_id for e in events))
     if not runs and follower.format != "tensorboard":
-        runs = [run_id or default_run_id(follower.path, follower.format)]
+        runs = [run_id or (names or RunIds())(follower.path, follower.format)]
     if not runs:
         who = "no event yet"
     else:
@@ -67,7 +69,9 @@ class Watcher:
 
     ``on_note`` is told, in a line each, which logs are followed (``following PATH (format,
     run)``) and which are waited for (``waiting for PATH``: missing, empty, or no known format
-    yet)."""
+    yet). Logs whose data names no run are named after their paths, told apart from the
+    other logs followed (:class:`~streamwatch.sources.run_ids.RunIds`): ``run-a/train.log``
+    and ``run-b/train.log`` are the runs ``run-a`` and ``run-b``."""
 
     def __init__(
         self,
@@ -93,6 +97,7 @@ class Watcher:
         self._pending_paths = [Path(p) for p in paths]
         self._format = format
         self._run_id = run_id
+        self._names = RunIds()
         self._note = on_note or (lambda _line: None)
         self.followers: list[Follower] = []
         #: paths not followed (yet), and why: a file whose start is no known format
@@ -123,7 +128,7 @@ class Watcher:
             self.stats.kept.append(problem)
 
     def _opened_in_directory(self, follower: Follower, events: list[Event]) -> None:
-        self._note(describe_follower(follower, events, self._run_id))
+        self._note(describe_follower(follower, events, self._run_id, self._names))
 
     def _wait(self, path: Path, why: str) -> None:
         if self._waited.get(path) != why:
@@ -134,6 +139,8 @@ class Watcher:
         """Start following the paths that can be followed now (a file must hold some bytes
         for its format to be known; a directory is followed at once)."""
         waiting = []
+        ready = [p for p in self._pending_paths if p.exists()]
+        self._names.add(logs_in(ready, self._format))  # named together: told apart
         for path in self._pending_paths:
             if not path.exists():
                 self._wait(path, "")
@@ -151,6 +158,7 @@ class Watcher:
                     on_problem=self._problem,
                     on_open=self._opened_in_directory,
                     replay=not self._started,
+                    names=self._names,
                 )
             except ValueError as exc:  # what it holds so far is no known format
                 self._not_followed[path] = str(exc)
@@ -181,7 +189,7 @@ class Watcher:
             parts = follower.poll_each()
             if follower in opened:
                 events = [e for part, _ in parts for e in part]
-                self._note(describe_follower(follower, events, self._run_id))
+                self._note(describe_follower(follower, events, self._run_id, self._names))
             for part, live in parts:
                 for event in part:
                     out.extend(self._process(event, now, live))

@@ -212,7 +212,8 @@ def collect_runs(
     metrics: Iterable[str] = (),
     format: str | None = None,
 ) -> dict[str, RunData]:
-    """Read recorded files (bad lines are skipped: replay reports them) into per-run series."""
+    """Read recorded files (bad lines are skipped: replay reports them) into per-run series;
+    files whose data names no run are told apart by their paths, as a replay of them is."""
     collector = SeriesCollector(config, metrics=metrics)
     collector.add_all(read_events(paths, format=format, on_problem=lambda _p: None))
     return collector.runs()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from streamwatch.events import Event, Problem
 from streamwatch.sources._reading import ReadContext, ReadStats
 from streamwatch.sources._tensorboard import tensorboard_available
 from streamwatch.sources.formats import FORMATS, READERS, detect_format
+from streamwatch.sources.run_ids import default_run_id, run_ids
 
 __all__ = [
     "LOG_SUFFIXES",
@@ -42,6 +43,8 @@ __all__ = [
     "default_run_id",
     "expand_paths",
     "list_directory",
+    "open_sources",
+    "path_run_ids",
     "read_events",
     "unreadable",
 ]
@@ -49,34 +52,15 @@ __all__ = [
 #: Problems kept in :attr:`FileSource.problems` when no ``on_problem`` is given (all are counted).
 MAX_KEPT_PROBLEMS = 10_000
 _CHECKPOINT_PREFIX = "checkpoint-"
-#: flat logs whose file name is the framework's, not the run's (prime-rl, ms-swift)
-_GENERIC_STEMS = frozenset({"metrics", "logging"})
-
-
-def default_run_id(path: Path, format: str) -> str:
-    """The run id a file gives when its data names none.
-
-    The file name without its extension (``runs/grpo-a.jsonl`` -> ``grpo-a``); for a file
-    called ``trainer_state.json``, the training output directory
-    (``out/sft-7b/checkpoint-500/trainer_state.json`` -> ``sft-7b``); for a TensorBoard event
-    file, or a flat log named ``metrics.jsonl`` or ``logging.jsonl``, its directory
-    (``tb/grpo-a/events.out.tfevents.1.host`` -> ``grpo-a``).
-    """
-    if format == "tensorboard" or (format == "flat" and path.stem in _GENERIC_STEMS):
-        return path.absolute().parent.name or path.name
-    if format == "hf" and path.name == "trainer_state.json":
-        parent = path.absolute().parent
-        if parent.name.startswith(_CHECKPOINT_PREFIX) and parent.parent.name:
-            return parent.parent.name
-        return parent.name or path.stem
-    return path.stem or path.name
 
 
 class FileSource:
     """One recorded file, read as events each time it is iterated.
 
     ``format`` is detected from the content unless given (one of :data:`FORMATS`);
-    ``run_id`` overrides the run id of every event. Problems go to ``on_problem`` or, by
+    ``run_id`` overrides the run id of every event; ``path_id`` is the run id of events
+    whose data names none (default :func:`default_run_id`; :func:`open_sources` tells the
+    files read together apart). Problems go to ``on_problem`` or, by
     default, to :attr:`problems` (the first :data:`MAX_KEPT_PROBLEMS`; :attr:`stats` counts
     all). Raises FileNotFoundError for a missing file and ValueError for an unknown format.
     """
@@ -89,6 +73,7 @@ class FileSource:
         run_id: str | None = None,
         on_problem: Callable[[Problem], None] | None = None,
         max_line_bytes: int = 16 * 2**20,
+        path_id: str | None = None,
     ) -> None:
         self.path = Path(path)
         try:
@@ -108,6 +93,7 @@ class FileSource:
             hint = install_hint("tensorboard")
             raise ValueError(f"{self.path} is a TensorBoard event file: install the extra: {hint}")
         self.run_id = run_id
+        self.path_id: str = path_id or default_run_id(self.path, self.format)
         self.size: int = info.st_size
         self.max_line_bytes = max_line_bytes
         self.stats = ReadStats()
@@ -116,11 +102,6 @@ class FileSource:
 
     def __repr__(self) -> str:
         return f"FileSource({str(self.path)!r}, format={self.format!r})"
-
-    @property
-    def path_run_id(self) -> str:
-        """The run id the file's path gives (:func:`default_run_id`)."""
-        return default_run_id(self.path, self.format)
 
     def _keep(self, problem: Problem) -> None:
         if len(self.problems) < MAX_KEPT_PROBLEMS:
@@ -131,7 +112,7 @@ class FileSource:
         self.problems = []
         ctx = ReadContext(
             self.path,
-            fallback_run_id=default_run_id(self.path, self.format),
+            fallback_run_id=self.path_id,
             run_id=self.run_id,
             report=self._on_problem if self._on_problem is not None else self._keep,
             max_line_bytes=self.max_line_bytes,
@@ -264,6 +245,38 @@ def unreadable(path: Path) -> str | None:
     return None
 
 
+def open_sources(
+    paths: Sequence[str | Path],
+    *,
+    format: str | None = None,
+    run_id: str | None = None,
+    on_problem: Callable[[Problem], None] | None = None,
+    max_line_bytes: int = 16 * 2**20,
+    skipped: list[tuple[Path, str]] | None = None,
+    path_ids: Mapping[Path, str] | None = None,
+) -> list[FileSource]:
+    """A source for each file to read (:func:`expand_paths`), opened and its format settled;
+    the run id each path gives is told apart from the others'
+    (:func:`~streamwatch.sources.run_ids.run_ids`), or taken from ``path_ids`` (ids told
+    apart over a larger set of files, as :func:`path_run_ids` gives)."""
+    sources = [
+        FileSource(
+            p, format=format, run_id=run_id, on_problem=on_problem, max_line_bytes=max_line_bytes
+        )
+        for p in expand_paths(paths, skipped)
+    ]
+    ids = path_ids if path_ids is not None else run_ids((s.path, s.format) for s in sources)
+    for source in sources:
+        source.path_id = ids.get(source.path, source.path_id)
+    return sources
+
+
+def path_run_ids(paths: Sequence[str | Path], format: str | None = None) -> dict[Path, str]:
+    """The run id each file of ``paths`` gives when its data names none, told apart from
+    the others': for reading the files in parts (:func:`open_sources`' ``path_ids``)."""
+    return {s.path: s.path_id for s in open_sources(paths, format=format)}
+
+
 def read_events(
     paths: Sequence[str | Path],
     *,
@@ -271,19 +284,23 @@ def read_events(
     run_id: str | None = None,
     on_problem: Callable[[Problem], None] | None = None,
     max_line_bytes: int = 16 * 2**20,
+    path_ids: Mapping[Path, str] | None = None,
 ) -> Iterator[Event]:
     """Events of several files, one file after another.
 
     Every file is opened and its format settled before the first event, so a missing file
     or an unknown format raises here, not halfway through a replay. A directory stands for
-    the logs under it (:func:`expand_paths`).
+    the logs under it (:func:`expand_paths`); files of one name are told apart
+    (:func:`open_sources`).
     """
-    sources = [
-        FileSource(
-            p, format=format, run_id=run_id, on_problem=on_problem, max_line_bytes=max_line_bytes
-        )
-        for p in expand_paths(paths)
-    ]
+    sources = open_sources(
+        paths,
+        format=format,
+        run_id=run_id,
+        on_problem=on_problem,
+        max_line_bytes=max_line_bytes,
+        path_ids=path_ids,
+    )
     return _chain(sources)
 
 

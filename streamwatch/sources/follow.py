@@ -32,10 +32,11 @@ from streamwatch.events import Event, Problem, decode_event
 from streamwatch.sources._reading import BOM, ReadContext, ReadStats
 from streamwatch.sources._tensorboard import _MAX_GROUP as _TB_MAX_GROUP
 from streamwatch.sources._tensorboard import _scalars
-from streamwatch.sources.files import FileSource, default_run_id, list_directory, unreadable
+from streamwatch.sources.files import FileSource, list_directory, unreadable
 from streamwatch.sources.formats import READERS, detect_format
+from streamwatch.sources.run_ids import RunIds
 
-__all__ = ["READ_BYTES", "Directory", "Follower", "follow"]
+__all__ = ["READ_BYTES", "Directory", "Follower", "follow", "logs_in"]
 
 #: The most bytes one poll reads of a text log (whole lines of it; the rest waits).
 READ_BYTES = 4 * 2**20
@@ -97,13 +98,17 @@ def follow(
     on_open: Opened | None = None,
     replay: bool = True,
     max_read_bytes: int = READ_BYTES,
+    names: RunIds | None = None,
 ) -> Follower:
     """A follower for a file or a directory (which need not hold any log yet).
 
     A file's format is detected from its first bytes, so it must exist and hold some.
     ``replay=False``: what the path holds now was written since following began (it
-    appeared later), so the follower has caught up from the start."""
+    appeared later), so the follower has caught up from the start. ``names`` gives the run
+    id of each log whose data names none, told apart from the other logs it named (the
+    followers of one watch share it); by default each log is named on its own."""
     p = Path(path)
+    names = names if names is not None else RunIds()
     follower: Follower
     if p.is_dir():
         return Directory(
@@ -115,16 +120,38 @@ def follow(
             on_open,
             replay=replay,
             max_read_bytes=max_read_bytes,
+            names=names,
         )
     fmt = format or detect_format(p)
     if fmt == "tensorboard":
-        follower = TensorBoardDir(p, run_id, on_problem)
+        follower = TensorBoardDir(p, run_id, on_problem, names)
     elif fmt == "hf":
-        follower = RewrittenDocument(p, fmt, run_id, on_problem)
+        follower = RewrittenDocument(p, fmt, run_id, on_problem, names)
     else:
-        follower = TextLog(p, fmt, run_id, on_problem, max_line_bytes, max_read_bytes)
+        follower = TextLog(p, fmt, run_id, on_problem, max_line_bytes, max_read_bytes, names)
     follower.replay = replay
     return follower
+
+
+def logs_in(paths: list[Path], format: str | None = None) -> list[tuple[Path, str]]:
+    """The logs the followers of ``paths`` would follow now, with their formats (for naming
+    their runs together before any is followed: :class:`~streamwatch.sources.run_ids.
+    RunIds`); paths and logs of no known format yet are left out."""
+    out: list[tuple[Path, str]] = []
+    for path in paths:
+        if path.is_dir():
+            listing = list_directory(path)
+            out += [(f, "tensorboard") for f in listing.event_files]
+            out += [(state, "hf") for state in listing.states.values()]
+            candidates = [log for log in listing.logs if format or unreadable(log) is None]
+        else:
+            candidates = [path]
+        for log in candidates:
+            try:
+                out.append((log, format or detect_format(log)))
+            except (OSError, ValueError):
+                continue
+    return out
 
 
 class _FedContext(ReadContext):
@@ -163,6 +190,7 @@ class TextLog(Follower):
         report: Report,
         max_line_bytes: int,
         max_read_bytes: int = READ_BYTES,
+        names: RunIds | None = None,
     ) -> None:
         self.path = path
         self.format = fmt
@@ -186,7 +214,7 @@ class TextLog(Follower):
             self._feed,
             self._done,
             path=path,
-            fallback_run_id=default_run_id(path, fmt),
+            fallback_run_id=(names or RunIds())(path, fmt),
             run_id=run_id,
             report=report,
             max_line_bytes=max_line_bytes,
@@ -284,11 +312,14 @@ class RewrittenDocument(Follower):
     """A file rewritten whole at each save (trainer_state.json): its new entries each time
     it changes. A document caught half-written is read again at the next poll."""
 
-    def __init__(self, path: Path, fmt: str, run_id: str | None, report: Report) -> None:
+    def __init__(
+        self, path: Path, fmt: str, run_id: str | None, report: Report, names: RunIds | None = None
+    ) -> None:
         self.path = path
         self.format = fmt
         self._run_id = run_id
         self._report = report
+        self._names = names or RunIds()
         self._seen = 0
         self._stamp: tuple[int, int] | None = None
 
@@ -311,7 +342,11 @@ class RewrittenDocument(Follower):
             return []
         problems: list[Problem] = []
         source = FileSource(
-            self.path, format=self.format, run_id=self._run_id, on_problem=problems.append
+            self.path,
+            format=self.format,
+            run_id=self._run_id,
+            on_problem=problems.append,
+            path_id=self._names(self.path, self.format),
         )
         events = list(source)
         if source.stats.events == 0 and problems:
@@ -337,13 +372,16 @@ class TensorBoardDir(Follower):
     event files as they appear; one run per directory holding event files. A step's scalars
     are held until a record of another step arrives, or one poll passes without records."""
 
-    def __init__(self, path: Path, run_id: str | None, report: Report) -> None:
+    def __init__(
+        self, path: Path, run_id: str | None, report: Report, names: RunIds | None = None
+    ) -> None:
         from tensorboard.util.tensor_util import make_ndarray
 
         self.path = path
         self.format = "tensorboard"
         self._run_id = run_id
         self._report = report
+        self._names = names or RunIds()
         self._make_ndarray = make_ndarray
         self._files: dict[Path, _EventFile] = {}
         # per run directory: the step being gathered, its time and its scalars
@@ -364,7 +402,7 @@ class TensorBoardDir(Follower):
         out: list[Event] = []
         quiet: set[str] = set(self._pending)
         for f in self._files.values():
-            rid = self._run_id or default_run_id(f.path, "tensorboard")
+            rid = self._run_id or self._names(f.path, "tensorboard")
             try:
                 for record in f.loader.Load():
                     f.records += 1
@@ -432,9 +470,11 @@ class Directory(Follower):
         *,
         replay: bool = True,
         max_read_bytes: int = READ_BYTES,
+        names: RunIds | None = None,
     ) -> None:
         self.path = path
         self.format = "directory"
+        self._names = names or RunIds()
         self.replay = replay
         self._read_bytes = max_read_bytes
         self._max_logs = max_logs
@@ -460,36 +500,46 @@ class Directory(Follower):
 
     def _discover(self) -> None:
         listing = list_directory(self.path)
+        ready = [(log, fmt) for log in listing.logs if (fmt := self._judge(log)) is not None]
+        found = [(f, "tensorboard") for f in listing.event_files]
+        found += [(state, "hf") for state in listing.states.values()]
+        self._names.add([*found, *ready])  # the logs found together are told apart together
         if listing.event_files and self.path not in self.children:
-            self._add(self.path, TensorBoardDir(self.path, self._run_id, self._report))
+            tb = TensorBoardDir(self.path, self._run_id, self._report, self._names)
+            self._add(self.path, tb)
         for out_dir, state in listing.states.items():
             child = self.children.get(out_dir)
             if isinstance(child, RewrittenDocument):
                 if child.move_to(state):
                     self._new.append(child)
             elif child is None:
-                self._add(out_dir, RewrittenDocument(state, "hf", self._run_id, self._report))
-        for log in listing.logs:
-            if log not in self.children:
-                self._try(log)
+                doc = RewrittenDocument(state, "hf", self._run_id, self._report, self._names)
+                self._add(out_dir, doc)
+        for log, fmt in ready:
+            self._follow(log, fmt)
 
-    def _try(self, log: Path) -> None:
+    def _judge(self, log: Path) -> str | None:
+        """The format of a log not followed yet, once it is known (judged again when its
+        size changes); None, with the reason in :attr:`not_followed`, while it is not."""
+        if log in self.children:
+            return None
         try:
             size = log.stat().st_size
         except FileNotFoundError:
-            return
+            return None
         if self._judged.get(log) == size:
-            return
+            return None
         self._judged[log] = size
         why = None if self._format else unreadable(log)
         if why is None:
             try:
-                fmt = self._format or detect_format(log)
+                return self._format or detect_format(log)
             except (OSError, ValueError) as exc:
                 why = str(exc)
-        if why is not None:
-            self.not_followed[log] = why
-            return
+        self.not_followed[log] = why
+        return None
+
+    def _follow(self, log: Path, fmt: str) -> None:
         self.not_followed.pop(log, None)
         self._judged.pop(log, None)
         if fmt not in ("hf", "tensorboard") and self._text_logs() >= self._max_logs:
@@ -499,9 +549,11 @@ class Directory(Follower):
             )
             return
         if fmt == "hf":
-            self._add(log, RewrittenDocument(log, fmt, self._run_id, self._report))
+            self._add(log, RewrittenDocument(log, fmt, self._run_id, self._report, self._names))
         elif fmt != "tensorboard":
-            text = TextLog(log, fmt, self._run_id, self._report, self._limit, self._read_bytes)
+            text = TextLog(
+                log, fmt, self._run_id, self._report, self._limit, self._read_bytes, self._names
+            )
             self._add(log, text)
 
     def _text_logs(self) -> int:
