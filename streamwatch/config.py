@@ -33,6 +33,7 @@ from streamwatch.actions.config import ActionRule
 from streamwatch.alerting.config import AlertingConfig
 from streamwatch.engine.indicators import PRESETS
 from streamwatch.incidents import KINDS, Severity
+from streamwatch.rules.config import RuleConfig
 
 __all__ = [
     "ENV_PREFIX",
@@ -548,16 +549,22 @@ class Config(_Section):
     indicators: IndicatorSettings = IndicatorSettings()
     alerting: AlertingConfig = AlertingConfig()
     actions: tuple[ActionRule, ...] = Field((), description="[[actions]]: what to do, when")
+    rules: tuple[RuleConfig, ...] = Field(
+        (), description="[[rules]]: a team's own conditions on its metrics (user_rule incidents)"
+    )
 
     def model_post_init(self, __context: Any) -> None:
-        names = [r.name for r in self.actions]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"actions: duplicate name(s) {dupes}; give each rule its own name")
+        for table, names in (
+            ("actions", [r.name for r in self.actions]),
+            ("rules", [r.name for r in self.rules]),
+        ):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{table}: duplicate name(s) {dupes}; give each rule its own name")
 
 
 #: The tables of a config file.
-SECTIONS = ("engine", "indicators", "alerting", "actions")
+SECTIONS = ("engine", "indicators", "alerting", "actions", "rules")
 
 
 class ConfigError(ValueError):
