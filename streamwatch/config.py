@@ -598,10 +598,15 @@ def load_config(path: str | Path | None, *, sections: tuple[str, ...] = SECTIONS
         return Config.model_validate(data)
     except ValidationError as exc:
         lines = [
-            f"{p}: {'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
+            f"{p}: {'.'.join(str(x) for x in e['loc'])}: {_said(e['msg'])}"
             for e in exc.errors(include_url=False)
         ]
         raise ConfigError("\n".join(lines)) from exc
+
+
+def _said(msg: str) -> str:
+    """A validation error's words without pydantic's "Value error, " before them."""
+    return msg.removeprefix("Value error, ")
 
 
 # -- settings of a command from the environment ------------------------------------------
