@@ -117,7 +117,7 @@ def _reads(expr: str, series: dict[str, list[float | None]]) -> list[Value]:
     out = []
     steps = max(len(v) for v in series.values())
     for i in range(steps):
-        metrics = {m: v[i] for m, v in series.items() if i < len(v) and v[i] is not None}
+        metrics = {m: x for m, v in series.items() if i < len(v) and (x := v[i]) is not None}
         state.event(i + 1, metrics)
         out.append(state.tracks[term.metric].read(term.fn, term.n, state.tick))
     return out

@@ -151,3 +151,15 @@ def test_a_rule_and_a_built_in_check_raise_on_one_run_and_are_handled_alike(
     other = Route(receivers=("nobody",), kinds=("reward_hacking",))
     for inc in (collapse, ours):
         assert receivers_for(inc, [other, route]) == [(1, "oncall")]
+
+
+def test_a_route_matches_a_rules_labels() -> None:
+    from streamwatch.engine.monitor import Monitor
+    from streamwatch.events import Event
+
+    rule = RuleConfig(name="slow-gen", expr="gen > 1", labels={"team": "infra"})
+    (inc,) = Monitor(Config(rules=(rule,))).process(Event(run_id="r", step=1, metrics={"gen": 2}))
+    infra = Route(receivers=("infra",), labels={"team": "inf*"})
+    rl = Route(receivers=("rl",), labels={"team": "rl"})
+    assert receivers_for(inc, [rl, infra]) == [(1, "infra")]
+    assert receivers_for(inc.model_copy(update={"evidence": {}}), [rl, infra]) == []
