@@ -267,8 +267,6 @@ def _finding(rule: Rule, held: _Held, step: int, read: dict[str, Value]) -> Find
     numbers = [x for x in read.values() if isinstance(x, float)]
     value: Value = numbers[0] if numbers else next(iter(read.values()), None)
     evidence: dict[str, Any] = dict(read)
-    evidence["rule"] = rule.name
-    evidence["expr"] = rule.condition.text
     evidence["held_steps"] = held.streak
     if rule.labels:
         evidence["labels"] = dict(rule.labels)
