@@ -285,3 +285,19 @@ def test_a_resume_starts_the_rules_steps_again() -> None:
     for s in [1, 2, 3, 4, 2, 3, 4]:  # resumed from step 2 at the fifth event
         out.extend(monitor.process(Event(run_id="r", step=s, metrics={"x": 2.0 if s > 1 else 0.0})))
     assert [u.step for u in out if u.kind == "user_rule"] == [4]
+
+
+def test_a_restored_run_evaluates_the_rules_of_the_process_that_restores_it() -> None:
+    first = Monitor(_config(_rule("x > 1", name="old")))
+    first.process(Event(run_id="r", step=1, metrics={"x": 0.0}))
+    blob = first.snapshot("r")
+    same = Monitor(_config(_rule("x > 1", name="old")))
+    same.restore(blob)
+    assert same.runs["r"].rules is not None and same.runs["r"].rules.newest == 1  # kept
+    changed = Monitor(_config(_rule("x > 1", name="new")))
+    changed.restore(blob)
+    out = changed.process(Event(run_id="r", step=2, metrics={"x": 2.0}))
+    assert [u.indicator for u in out] == ["new"]
+    none = Monitor()
+    none.restore(blob)
+    assert none.runs["r"].rules is None

@@ -265,8 +265,18 @@ class Monitor:
         of this version, naming the run and both versions.
         """
         run = load_run(blob)
+        self._own_rules(run)
         self.runs[run.run_id] = run
         return run.run_id
+
+    def _own_rules(self, run: RunState) -> None:
+        """A restored run evaluates this process's rules: its state of them is kept while
+        they are the same rules, else begun afresh (their windows fill again)."""
+        rules = tuple(self._rules)
+        held = run.rules
+        if held is not None and held.rules == rules:
+            return
+        run.rules = RuleState.of(rules) if rules else None
 
     def spent(self) -> dict[str, dict[str, object]]:
         """Per run with a critical incident: the compute it spent after the first one
