@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from streamwatch.actions.config import ActionRule
+from streamwatch.actions.decide import match_rule
 from streamwatch.alerting.config import Route
 from streamwatch.alerting.route import receivers_for
 from streamwatch.cli.main import main
@@ -149,8 +151,10 @@ def test_a_rule_and_a_built_in_check_raise_on_one_run_and_are_handled_alike(
     assert ours.step >= 105 and ours.metric == "critic/score/mean"
     route = Route(receivers=("oncall",), kinds=("entropy_collapse", "user_rule"))
     other = Route(receivers=("nobody",), kinds=("reward_hacking",))
+    stop = ActionRule(do="stop", kinds=("entropy_collapse", "user_rule"), min_severity="warning")
     for inc in (collapse, ours):
         assert receivers_for(inc, [other, route]) == [(1, "oncall")]
+        assert match_rule(stop, inc, {}) is None  # the action applies
 
 
 def test_a_route_matches_a_rules_labels() -> None:
@@ -163,3 +167,18 @@ def test_a_route_matches_a_rules_labels() -> None:
     rl = Route(receivers=("rl",), labels={"team": "rl"})
     assert receivers_for(inc, [rl, infra]) == [(1, "infra")]
     assert receivers_for(inc.model_copy(update={"evidence": {}}), [rl, infra]) == []
+
+
+def test_a_rule_counts_steps_not_the_events_of_several_processes() -> None:
+    from streamwatch.engine.monitor import Monitor
+    from streamwatch.events import Event, Source
+
+    rule = RuleConfig(name="high", expr="x > 1", **{"for": 3})
+    monitor = Monitor(Config(rules=(rule,)))
+    fired = []
+    for step in range(1, 6):
+        for rank in range(4):
+            source = Source(host="h", rank=rank)
+            event = Event(run_id="r", step=step, metrics={"x": 2.0}, source=source)
+            fired += [(u.step, u.status.value) for u in monitor.process(event)]
+    assert fired == [(3, "firing")]
