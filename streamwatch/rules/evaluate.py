@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import islice
 from statistics import median
 from typing import Any, Final
 
@@ -139,7 +140,8 @@ class Track:
 def _window(fn: str, values: deque[float], n: int) -> float | None:
     if len(values) < n:
         return None
-    xs = list(values)[-n:]
+    xs = list(islice(reversed(values), n))  # the newest n, not a copy of all that is kept
+    xs.reverse()
     if fn == "mean":
         return sum(xs) / n
     if fn == "min":
@@ -172,6 +174,7 @@ class _Held:
     before: int = 0  # the streak before the newest step
     since: int = -1  # the first step of the streak
     last: int = -1  # the newest step it was evaluated at
+    bound: bool = False  # the run has logged one of its metrics
 
 
 @dataclass(slots=True)
@@ -180,11 +183,12 @@ class _Reader:
 
     tracks: dict[str, Track]
     tick: int
+    texts: dict[Term, str]
     seen: dict[str, Value] = field(default_factory=dict)
 
     def read(self, term: Term) -> Value:
         x = self.tracks[term.metric].read(term.fn, term.n, self.tick)
-        self.seen[term.text()] = x
+        self.seen[self.texts[term]] = x
         return x
 
 
@@ -197,6 +201,12 @@ class RuleState:
     held: list[_Held]
     newest: int = -1  # the run's newest step
     tick: int = 0  # the run's steps so far
+    #: each term's text, the key of its value in the evidence (written once)
+    texts: dict[Term, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for rule in self.rules:
+            self.texts.update((t, t.text()) for t in rule.condition.terms())
 
     @classmethod
     def of(cls, rules: tuple[Rule, ...] | list[Rule]) -> RuleState:
@@ -223,17 +233,18 @@ class RuleState:
         found: list[Finding] = []
         healthy: list[str] = []
         for rule, held in zip(self.rules, self.held, strict=True):
-            if step > rule.after_step and step >= held.last and self._bound(rule):
+            if step <= rule.after_step or step < held.last:
+                continue
+            if not held.bound:
+                held.bound = any(self.tracks[m].logged for m in rule.condition.metrics)
+            if held.bound:
                 self._evaluate(rule, held, step, found, healthy)
         return found, healthy
-
-    def _bound(self, rule: Rule) -> bool:
-        return any(self.tracks[m].logged for m in rule.condition.metrics)
 
     def _evaluate(
         self, rule: Rule, held: _Held, step: int, found: list[Finding], healthy: list[str]
     ) -> None:
-        reader = _Reader(self.tracks, self.tick)
+        reader = _Reader(self.tracks, self.tick, self.texts)
         verdict = rule.condition.eval(reader)
         new = step > held.last
         if new:
