@@ -11,6 +11,8 @@ The package's map (each sub-package's docstring says what it may import; imports
   events in; incidents out; synthetic runs
 - :mod:`~streamwatch.engine`, :mod:`~streamwatch.checks`, :mod:`~streamwatch.detectors`: the
   engine; the named health checks; the detectors they read
+- :mod:`~streamwatch.rules`: a team's own rules (``[[rules]]``): their language, their
+  evaluation in the engine, ``test-rules``
 - :mod:`~streamwatch.config`, :mod:`~streamwatch.events`, :mod:`~streamwatch.incidents`,
   :mod:`~streamwatch.markers`, :mod:`~streamwatch.clock`, :mod:`~streamwatch.names`: the typed
   config, the two wire contracts, the end-of-run marker, the one wall-clock reader, the rules

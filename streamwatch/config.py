@@ -33,6 +33,7 @@ from streamwatch.actions.config import ActionRule
 from streamwatch.alerting.config import AlertingConfig
 from streamwatch.engine.indicators import PRESETS
 from streamwatch.incidents import KINDS, Severity
+from streamwatch.rules.config import RuleConfig
 
 __all__ = [
     "ENV_PREFIX",
@@ -554,16 +555,22 @@ class Config(_Section):
     indicators: IndicatorSettings = IndicatorSettings()
     alerting: AlertingConfig = AlertingConfig()
     actions: tuple[ActionRule, ...] = Field((), description="[[actions]]: what to do, when")
+    rules: tuple[RuleConfig, ...] = Field(
+        (), description="[[rules]]: a team's own conditions on its metrics (user_rule incidents)"
+    )
 
     def model_post_init(self, __context: Any) -> None:
-        names = [r.name for r in self.actions]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"actions: duplicate name(s) {dupes}; give each rule its own name")
+        for table, names in (
+            ("actions", [r.name for r in self.actions]),
+            ("rules", [r.name for r in self.rules]),
+        ):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{table}: duplicate name(s) {dupes}; give each rule its own name")
 
 
 #: The tables of a config file.
-SECTIONS = ("engine", "indicators", "alerting", "actions")
+SECTIONS = ("engine", "indicators", "alerting", "actions", "rules")
 
 
 class ConfigError(ValueError):
@@ -597,10 +604,15 @@ def load_config(path: str | Path | None, *, sections: tuple[str, ...] = SECTIONS
         return Config.model_validate(data)
     except ValidationError as exc:
         lines = [
-            f"{p}: {'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
+            f"{p}: {'.'.join(str(x) for x in e['loc'])}: {_said(e['msg'])}"
             for e in exc.errors(include_url=False)
         ]
         raise ConfigError("\n".join(lines)) from exc
+
+
+def _said(msg: str) -> str:
+    """A validation error's words without pydantic's "Value error, " before them."""
+    return msg.removeprefix("Value error, ")
 
 
 # -- settings of a command from the environment ------------------------------------------

@@ -66,6 +66,8 @@ class Kind(StrEnum):
     METRIC_DRIFT = "metric_drift"
     NO_LEARNING_SIGNAL = "no_learning_signal"
     POLICY_MISMATCH = "policy_mismatch"
+    #: a team's own ``[[rules]]`` entry held (the indicator is the rule's name)
+    USER_RULE = "user_rule"
 
 
 KINDS: tuple[str, ...] = tuple(k.value for k in Kind)

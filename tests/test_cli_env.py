@@ -37,6 +37,7 @@ NEEDED = {
     "silence list": [],
     "silence expire": ["abc"],
     "test-route": [],
+    "test-rules": ["r.toml", "--cases", "c.toml"],
     "report": ["x.jsonl"],
     "compare": ["-b", "x.jsonl", "-c", "y.jsonl"],
     "ledger": ["-b", "x.jsonl", "-c", "a=y.jsonl", "a change"],

@@ -101,16 +101,20 @@ LAYERS: dict[str, int] = {
     "streamwatch.engine.name_patterns": 1,  # the vocabulary: the config's presets name it
     "streamwatch.engine.indicators": 1,
     "streamwatch.config": 2,
+    "streamwatch.rules.grammar": 2,  # the rules' language and their config section
+    "streamwatch.rules.config": 2,
     "streamwatch.alerting.config": 2,  # config sections, kept with what they configure
     "streamwatch.actions.config": 2,
     "streamwatch.actions.args": 2,
     "streamwatch.detectors": 3,
     "streamwatch.engine.findings": 3,  # what a check reports
     "streamwatch.checks": 4,
+    "streamwatch.rules": 4,  # a run's rule state: the engine evaluates it
     "streamwatch.engine": 5,
     "streamwatch.sources": 6,
     "streamwatch.sinks": 6,
     "streamwatch.simulate": 6,
+    "streamwatch.rules.testing": 6,  # test-rules: rules through the engine
     "streamwatch.alerting": 7,
     "streamwatch.actions": 7,
     "streamwatch.replay": 7,

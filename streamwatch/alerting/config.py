@@ -185,6 +185,10 @@ class Route(_Section):
     run_id: str = Field("*", description="glob on the run id")
     kinds: tuple[str, ...] = Field((), description="incident kinds; empty: any")
     indicator: str = Field("*", description="glob on the indicator")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="label -> glob on the labels of a [[rules]] incident; all must match",
+    )
     min_severity: Severity = Severity.INFO
     continue_: bool = Field(False, alias="continue", description="also try the next routes")
 

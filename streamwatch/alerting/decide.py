@@ -48,6 +48,7 @@ class Reason(StrEnum):
     RUN_ID_MISMATCH = "run_id_mismatch"
     KIND_MISMATCH = "kind_mismatch"
     INDICATOR_MISMATCH = "indicator_mismatch"
+    LABEL_MISMATCH = "label_mismatch"  # a route's labels, a [[rules]] incident's
     SEVERITY_BELOW = "severity_below"
     NOT_REACHED = "not_reached"  # an earlier route won
 

@@ -36,6 +36,7 @@ def describe_route(route: Route) -> str:
         parts.append(f"kind in {list(route.kinds)}")
     if route.indicator != "*":
         parts.append(f"indicator={route.indicator}")
+    parts.extend(f"label {k}={v}" for k, v in sorted(route.labels.items()))
     parts.append(f"severity>={route.min_severity.value}")
     if route.continue_:
         parts.append("continue")
@@ -51,10 +52,27 @@ def match_route(inc: Incident, route: Route) -> Decision:
     if not fnmatchcase(inc.indicator, route.indicator):
         why = f"indicator {inc.indicator} does not match {route.indicator}"
         return Decision(False, Reason.INDICATOR_MISMATCH, why)
+    unmatched = _unmatched_label(inc, route)
+    if unmatched is not None:
+        return Decision(False, Reason.LABEL_MISMATCH, unmatched)
     if inc.severity.rank < route.min_severity.rank:
         why = f"severity {inc.severity.value} < {route.min_severity.value}"
         return Decision(False, Reason.SEVERITY_BELOW, why)
     return Decision(True, Reason.ROUTE_MATCHED, f"matched ({describe_route(route)})")
+
+
+def _unmatched_label(inc: Incident, route: Route) -> str | None:
+    """Why the incident's labels (a ``[[rules]]`` incident's, in its evidence) miss the
+    route's, or None when each of the route's matches."""
+    if not route.labels:
+        return None
+    given = inc.evidence.get("labels")
+    labels = given if isinstance(given, dict) else {}
+    for key, glob in sorted(route.labels.items()):
+        value = labels.get(key)
+        if not isinstance(value, str) or not fnmatchcase(value, glob):
+            return f"label {key}={value if value is not None else '(none)'} does not match {glob}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

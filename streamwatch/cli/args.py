@@ -18,6 +18,7 @@ from streamwatch.cli.alerting import (
     add_test_route_command,
 )
 from streamwatch.cli.commands import COMMANDS
+from streamwatch.cli.rules import add_test_rules_command
 from streamwatch.incidents import KINDS, Severity
 from streamwatch.sources import FORMATS
 
@@ -174,11 +175,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "check-config",
         help=COMMANDS["check-config"],
         description="Validate a config file offline: every table, type and range, the "
-        "receivers and routes; unset ${NAME} variables are named, not needed.",
+        "receivers and routes, each rule's condition (a syntax error names its line and "
+        "column); unset ${NAME} variables are named, not needed. Lists each rule and the "
+        "metrics it reads.",
     )
     c.add_argument("path", metavar="FILE", help="the config file, TOML or JSON")
     add_silence_commands(sub)
     add_test_route_command(sub)
+    add_test_rules_command(sub)
     if command is None or command in _REPORT:
         from streamwatch.cli.report import add_report_commands
 

@@ -20,6 +20,7 @@ COMMANDS = {
     "check-config": "validate a config file offline",
     "silence": "mute matching incidents for a while",
     "test-route": "send a sample incident through the routes; say what went where and why",
+    "test-rules": "run the config's [[rules]] against short series in a cases file",
     "report": "write a self-contained HTML report of recorded runs, incidents drawn on the curves",
     "compare": "compare a candidate against a baseline: better / worse / indistinguishable",
     "ledger": "judge a sweep: candidates against a baseline's seeds, every indicator, corrected",

@@ -111,6 +111,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_silence_command(args)
     if args.command == "test-route":
         return run_test_route(args)
+    if args.command == "test-rules":
+        from streamwatch.cli.rules import run_test_rules
+
+        return run_test_rules(args)
     raise AssertionError(args.command)
 
 
@@ -321,6 +325,12 @@ def _check_config(args: argparse.Namespace) -> int:
         print(
             f"  action {rule.name}: {rule.do} on {rule.min_severity.value} {kinds} of runs "
             f"{rule.run_id}, after {rule.confirm_steps} steps ({mode})"
+        )
+    for r in config.rules:
+        after = f" after step {r.after_step}" if r.after_step else ""
+        print(
+            f"  rule {r.name}: {r.severity.value} when {r.condition.text} for {r.for_} "
+            f"step(s){after}; reads {', '.join(r.condition.metrics)}"
         )
     return EXIT_OK
 

@@ -1,7 +1,8 @@
 """The engine: events in, incident updates out; pure and deterministic (no clock, no I/O).
 
-May import the contracts (events, incidents, config, clock), checks and detectors; never
-sources, sinks, alerting, actions, live, report, ledger, replay, client or cli.
+May import the contracts (events, incidents, config, clock), checks, detectors and the
+evaluation of a team's rules (:mod:`streamwatch.rules.evaluate`); never sources, sinks,
+alerting, actions, live, report, ledger, replay, client or cli.
 
 - :mod:`~streamwatch.engine.monitor`: :class:`Monitor`, every run of a process
 - :mod:`~streamwatch.engine.series`: a run's series and how values are gathered into them

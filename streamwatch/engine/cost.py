@@ -73,6 +73,7 @@ _SINCE: Final = {
     "metric_drift": "the metric drifted",
     "no_learning_signal": "the learning signal vanished",
     "policy_mismatch": "the rollout/train mismatch grew",
+    "user_rule": "the rule began to hold",
 }
 
 

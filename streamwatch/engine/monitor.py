@@ -33,6 +33,7 @@ from streamwatch.engine.series import Series
 from streamwatch.engine.snapshot import dump_run, load_run
 from streamwatch.events import Event, Problem, is_finished, source_key
 from streamwatch.incidents import Incident
+from streamwatch.rules.evaluate import Rule, RuleState
 
 __all__ = ["Monitor", "MonitorStats"]
 
@@ -70,6 +71,8 @@ class Monitor:
         self._swept = -math.inf
         self.sweep_seconds = sweep_seconds
         self._problems: list[Problem] = []
+        #: the team's own rules, parsed once; each run keeps its own state of them
+        self._rules = [Rule.of(r) for r in self.config.rules]
 
     # -- input ----------------------------------------------------------------------------
     def process(self, event: Event, origin: str = "") -> list[Incident]:
@@ -149,6 +152,9 @@ class Monitor:
         if run.claims:
             run.claimed(step, metrics)
         run.end_event(step)
+        rules = run.rules
+        if rules is not None:
+            run.rules_event(rules, step, metrics)
         stats = self.stats
         stats.events += 1
         stats.values += n
@@ -259,8 +265,18 @@ class Monitor:
         of this version, naming the run and both versions.
         """
         run = load_run(blob)
+        self._own_rules(run)
         self.runs[run.run_id] = run
         return run.run_id
+
+    def _own_rules(self, run: RunState) -> None:
+        """A restored run evaluates this process's rules: its state of them is kept while
+        they are the same rules, else begun afresh (their windows fill again)."""
+        rules = tuple(self._rules)
+        held = run.rules
+        if held is not None and held.rules == rules:
+            return
+        run.rules = RuleState.of(rules) if rules else None
 
     def spent(self) -> dict[str, dict[str, object]]:
         """Per run with a critical incident: the compute it spent after the first one
@@ -287,6 +303,8 @@ class Monitor:
         if len(self.runs) >= self.engine.max_runs:
             self._evict()
         run = RunState(run_id, self.engine)
+        if self._rules:
+            run.rules = RuleState.of(self._rules)
         self.runs[run_id] = run
         return run
 

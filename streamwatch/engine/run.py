@@ -54,6 +54,7 @@ from streamwatch.engine.series import (
 )
 from streamwatch.events import Problem
 from streamwatch.incidents import Incident, Kind, Status
+from streamwatch.rules.evaluate import RuleState
 
 __all__ = ["RunState"]
 
@@ -99,6 +100,8 @@ _NAN: Final = (_NONFINITE, "metrics")
 _DRIFT: Final = Kind.METRIC_DRIFT
 
 _STALLED: Final = Kind.RUN_STALLED
+
+_USER_RULE: Final = Kind.USER_RULE
 
 _FIRING: Final = Status.FIRING
 
@@ -164,6 +167,8 @@ class RunState:
     #: incident id -> the step its cost counts from (its onset, else its first firing step)
     since: dict[str, int] = field(default_factory=dict)
     first_critical: int = -1  # the step of the run's first critical incident
+    #: the team's own rules (``[[rules]]``) on this run; None when the config has none
+    rules: RuleState | None = None
 
     def __post_init__(self) -> None:
         self.book = IncidentBook(self.run_id, self.cfg.resolve_after, REMEDIES, self.cfg.settle)
@@ -487,6 +492,8 @@ class RunState:
         for ``resume_grace_steps`` the checks a resume upsets are not fed."""
         self.resumes += 1
         self.grace_until = step + self.cfg.resume_grace_steps
+        if self.rules is not None:
+            self.rules.restart(step)
         self.lag.restart()
         self.meter.restart(step)
         for s in self.series.values():
@@ -573,6 +580,27 @@ class RunState:
         graded = judge(finding, self.ctx, self.cfg)
         if graded is not None:
             self.fire(graded)
+
+    def rules_event(self, rules: RuleState, step: int, metrics: Mapping[str, float]) -> None:
+        """After each event, when the run has rules: each rule evaluated on the values so far.
+        A rule that held long enough fires with its own severity and remedies (no judging: the
+        team said what it means); one that saw health counts towards resolving its incident."""
+        found, healthy = rules.event(step, metrics)
+        for finding in found:
+            self._fire_rule(finding, rules.remedies(finding.indicator))
+        for name in healthy:
+            self._healthy(_USER_RULE, name, step)
+
+    def _fire_rule(self, finding: Finding, remedies: list[str]) -> None:
+        if finding.kind in self.disabled:
+            return
+        update = self.book.fire(finding, self.last_ts)
+        if update is None:
+            return
+        if remedies:
+            update = update.model_copy(update={"remedies": remedies})
+            self.book.open[update.id].incident = update
+        self.emit(update)
 
     def _report(self, kinds: tuple[Kind, ...], name: str, step: int, found: list[Finding]) -> None:
         if found:

@@ -23,8 +23,8 @@ __all__ = [
     "stream_rng",
 ]
 
-#: Every failure kind the simulator can inject: every incident kind.
-FAULT_KINDS: tuple[str, ...] = KINDS
+#: Every failure kind the simulator can inject: every incident kind but a team's own rule.
+FAULT_KINDS: tuple[str, ...] = tuple(k for k in KINDS if k != "user_rule")
 
 #: The kinds with a gradual form (:attr:`Fault.ramp`). A non-finite value and a silence have
 #: no "half" version: ``nonfinite_metric`` and ``run_stalled`` keep their one form.
