@@ -99,8 +99,8 @@ def test_the_readme_installs_the_distribution() -> None:
         p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
     )
     installs = re.findall(r"pip install [^`\n|]*", readme)
-    ours = r"(^|\s)'?\.(\[[a-z,]+\])?'?(\s|$)"
-    assert sum(DISTRIBUTION in line or bool(re.search(ours, line)) for line in installs) >= 3
+    checkout = r"(^|\s)'?\.(\[[a-z,]+\])?'?(\s|$)"
+    assert sum(DISTRIBUTION in line or bool(re.search(checkout, line)) for line in installs) >= 3
     for line in installs:
         words = line.partition("#")[0].split()[2:]  # a shell comment is not installed
         names = [w.strip("'\"") for w in words if not w.startswith("-")]
