@@ -79,29 +79,6 @@ def test_trend_break_is_not_tripped_by_one_blip() -> None:
     assert t.statistic < t.threshold
 
 
-def _ar1(n: int, phi: float, sd: float, seed: int) -> list[float]:
-    rng = random.Random(seed)
-    x, out = 0.0, []
-    for _ in range(n):
-        x = phi * x + rng.gauss(0.0, sd * math.sqrt(1.0 - phi * phi))
-        out.append(x)
-    return out
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_trend_break_sums_correlated_noise_in_its_own_units(seed: int) -> None:
-    """Noise correlated step to step (AR(1), phi 0.6: a smoothed or batched metric) moves in
-    runs of one sign: summed as if independent, its departures climb; in units of their
-    sum's spread, 2,000 healthy steps cross nothing, and a steady fall of half a noise sd a
-    step still shows within 30 steps."""
-    down = TrendBreak("down")
-    calm = _ar1(2000, 0.6, 0.02, seed)
-    assert not any(down.update(y) for y in calm)
-    fall = [calm[-1] - 0.01 * k + e for k, e in enumerate(_ar1(60, 0.6, 0.02, 9), 1)]
-    hits = [down.update(y) for y in fall]
-    assert True in hits and hits.index(True) < 30
-
-
 def test_trend_break_rejects_an_unknown_mode() -> None:
     with pytest.raises(ValueError, match="mode"):
         TrendBreak("sideways")

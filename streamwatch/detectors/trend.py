@@ -58,9 +58,6 @@ class TrendBreak:
 
     __slots__ = (
         "_abs",
-        "_last_z",
-        "_z2",
-        "_zz",
         "along",
         "clip",
         "lag",
@@ -111,13 +108,6 @@ class TrendBreak:
         self._abs = 0.0
         self.scale = math.nan
         self.statistic = 0.0
-        # the calm departures' lag-1 autocorrelation, from running means of z[t] z[t-1] and
-        # z[t]^2: a series whose noise is correlated step to step (a smoothed or batched
-        # metric) sums departures that are not independent, and its sum's sd grows as
-        # sqrt((1 + rho) / (1 - rho)) times an independent one's
-        self._last_z = math.nan
-        self._zz = 0.0
-        self._z2 = 0.0
 
     def update(self, y: float) -> bool:
         """Feed one value; True while the evidence of a break is above the threshold."""
@@ -154,41 +144,14 @@ class TrendBreak:
             self.scale = a
             return False
         z = r / scale
-        stat = self.statistic + (z if z < self.clip else self.clip) / self._inflation() - self.slack
+        stat = self.statistic + (z if z < self.clip else self.clip) - self.slack
         if stat <= 0.0:
             stat = 0.0
             if a > 4.0 * scale:
                 a = 4.0 * scale
             self.scale = scale + (a - scale) / float(self.settle)
-            self._calm(z)
-        else:
-            self._last_z = math.nan
         self.statistic = stat
         return stat > self.threshold
-
-    def _calm(self, z: float) -> None:
-        """A departure seen while there is no evidence: it teaches the noise's correlation."""
-        w = 1.0 / float(self.settle)
-        zc = z if -4.0 < z < 4.0 else math.copysign(4.0, z)
-        last = self._last_z
-        if last == last:
-            self._zz += (zc * last - self._zz) * w
-            self._z2 += (zc * zc - self._z2) * w
-        self._last_z = zc
-
-    def _inflation(self) -> float:
-        """How much wider than independent departures' the calm ones' sum spreads: 1 for
-        noise independent step to step (or anti-correlated), up to 3 (a lag-1
-        autocorrelation of 0.8)."""
-        z2 = self._z2
-        if z2 <= 0.0:
-            return 1.0
-        rho = self._zz / z2
-        if rho <= 0.0:
-            return 1.0
-        if rho > 0.8:
-            rho = 0.8
-        return math.sqrt((1.0 + rho) / (1.0 - rho))
 
 
 def trend_break(mode: str, settings: TrendSettings, along: TrendBreak | None = None) -> TrendBreak:
