@@ -79,7 +79,8 @@ class TrainerHooks:
         self.stopped_at: int | None = None
         #: why training was asked to stop (the incident, the stop file, the signal)
         self.stop_reason: str | None = None
-        self._last_step = 0
+        self._last_step = -1
+        self._names_at_step: set[str] = set()  # the metrics logged at _last_step
 
     # ------------------------------------------------------------------ hooks
 
@@ -94,11 +95,10 @@ class TrainerHooks:
     ) -> None:
         if not logs or not self._publishes(state):
             return
-        metrics = trainer_metrics(logs)
+        step = int(state.global_step)
+        metrics = self._new_at(step, trainer_metrics(logs))
         if not metrics:
             return
-        step = int(state.global_step)
-        self._last_step = step
         if self.bootstrap_servers is not None:
             self._publisher(args).log(metrics, step=step)
         if self.local_log_path is not None:
@@ -127,7 +127,7 @@ class TrainerHooks:
             self.publisher = None
         if self.local_log is not None:
             if finished:
-                self.local_log.finish(step if step is not None else self._last_step)
+                self.local_log.finish(step if step is not None else max(self._last_step, 0))
             else:
                 self.local_log.close()
             self.local_log = None
@@ -136,6 +136,16 @@ class TrainerHooks:
             self.trigger = None
 
     # ------------------------------------------------------------------ helpers
+
+    def _new_at(self, step: int, metrics: dict[str, float]) -> dict[str, float]:
+        """The metrics not logged at this step yet: the Trainer's last log, its summary
+        (``train_runtime``, ``train_loss``...), comes at the step of the last one and repeats
+        ``epoch``; a metric has one value a step."""
+        if step != self._last_step:
+            self._last_step, self._names_at_step = step, set()
+        metrics = {k: v for k, v in metrics.items() if k not in self._names_at_step}
+        self._names_at_step.update(metrics)
+        return metrics
 
     def _publishes(self, state: Any) -> bool:
         return self.every_process or bool(getattr(state, "is_world_process_zero", True))
