@@ -2,13 +2,16 @@
 
 A tiny model (a Qwen2 config: one layer, hidden size 32) and a word-level tokenizer are
 built here; the Trainer trains it for a few steps with the callback writing the local JSONL
-log and honouring a stop file. Skipped when torch or transformers is not installed
+log and honouring a stop file; TRL's GRPOTrainer trains it with a reward function and is
+stopped by SIGUSR1. Skipped when torch, transformers or trl is not installed
 (``pip install '.[trainer]'``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +140,62 @@ def test_a_real_trainer_logs_every_step_locally_and_stops_on_the_stop_file(
     result = replay_files_module.replay_files([log])
     assert result.problem_count == 0
     assert seen == [e["step"] for e in events]
+
+
+@pytest.mark.slow
+def test_trl_grpo_logs_its_metrics_locally_and_stops_on_a_signal(tmp_path: Path) -> None:
+    """TRL's GRPOTrainer: SIGUSR1 in the middle of the run saves a checkpoint and stops."""
+    trl = pytest.importorskip("trl", reason="trl is not installed: pip install '.[trainer]'")
+    datasets = pytest.importorskip("datasets", reason="datasets is not installed")
+    tokenizer = tiny_tokenizer()
+    model = tiny_model(len(tokenizer))
+    log = tmp_path / "grpo.jsonl"
+    callback = StreamwatchCallback(None, "tiny-grpo", local_log=log)  # SIGUSR1 by default
+    prompts = [f"{i % 10} + {(i * 3) % 10} =" for i in range(32)]
+
+    def reward_even(completions: list[str], **_: Any) -> list[float]:
+        return [float(len(c.split()) % 2 == 0) + 0.1 * len(c.split()) for c in completions]
+
+    config = trl.GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        max_steps=MAX_STEPS,
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=6,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
+    )
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=reward_even,
+        args=config,
+        train_dataset=datasets.Dataset.from_dict({"prompt": prompts}),
+        processing_class=tokenizer,
+        callbacks=[callback, SignalAt(STOP_AT)],
+    )
+    trainer.train()
+
+    assert trainer.state.global_step == STOP_AT < MAX_STEPS
+    assert callback.stop_reason == "signal SIGUSR1"
+    assert (tmp_path / "out" / f"checkpoint-{STOP_AT}").is_dir()
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    logged = [e for e in events if "reward" in e["metrics"]]
+    assert [e["step"] for e in logged] == list(range(1, STOP_AT + 1))
+    assert {"reward_std", "completions/mean_length"} <= set(logged[0]["metrics"])
+    assert events[-1]["tags"][FINISHED_TAG] == FINISHED_VALUE
+
+
+class SignalAt(_Callback):  # type: ignore[misc]
+    """Sends this process SIGUSR1 at the start of one step."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        if state.global_step + 1 == self.step:
+            os.kill(os.getpid(), signal.SIGUSR1)
