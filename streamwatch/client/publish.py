@@ -116,6 +116,7 @@ _MAX_IN_FLIGHT = 1_000  # events handed to the Kafka client and not acknowledged
 _BACKOFF_FIRST_S = 0.1  # reconnection backoff: doubles up to _BACKOFF_MAX_S, with jitter
 _BACKOFF_MAX_S = 5.0
 _PROBE_TIMEOUT_S = 1.0
+_PROBE_EVERY_S = 30.0  # TCP probes of a broker that does not acknowledge, at most this often
 _ATEXIT_TIMEOUT_S = 2.0
 _CLOSE_MARGIN_S = 0.5  # of close()'s timeout, kept for closing the Kafka client
 _GRACE_UNHEALTHY_S = 1.0  # what close() waits for a broker known not to answer
@@ -144,9 +145,10 @@ class PublisherStats:
     #: no for good), ``expired`` (not acknowledged within the delivery timeout),
     #: ``unsent_at_close``, ``logged_after_close``; they add up to ``dropped``
     drops: dict[str, int] = field(default_factory=dict)
-    #: the broker as last seen: ``connecting``, ``connected``, ``unreachable`` (nothing
-    #: takes a TCP connection), ``not_answering`` (TCP, but no Kafka answer in time),
-    #: ``no_client`` (kafka-python is missing)
+    #: the broker as last seen: ``connecting``, ``connected`` (it acknowledges events),
+    #: ``unreachable`` (nothing takes a TCP connection), ``not_answering`` (TCP, but no
+    #: Kafka answer, or no acknowledgement within the request timeout), ``no_client``
+    #: (kafka-python is missing)
     broker: str = "connecting"
     last_error: str = ""  #: the last error, as logged
 
@@ -502,14 +504,15 @@ class Publisher:
     def _watch_answers(self) -> None:
         """Say what the broker does: events waiting longer than the request timeout for an
         acknowledgement mean it is not answering (it takes TCP connections) or unreachable
-        (it does not). Probes at most once per request timeout."""
+        (it does not). While that lasts, probes every 30 s at most: each probe is a
+        connection a hung broker's listen queue keeps."""
         now = time.monotonic()
         with self._lock:
             waiting = bool(self._in_flight)
         quiet = now - max(self._last_ack, self._busy_since)
         if not waiting or quiet < self._answer_timeout or now < self._next_probe:
             return
-        self._next_probe = now + self._answer_timeout
+        self._next_probe = now + max(self._answer_timeout, _PROBE_EVERY_S)
         state = "not_answering" if self._reachable() else "unreachable"
         if state != self._broker:
             self._broker = state
@@ -639,6 +642,7 @@ class Publisher:
     def _on_sent(self, seq: int, _metadata: object) -> None:
         self._last_ack = time.monotonic()
         self._broker = "connected"
+        self._next_probe = 0.0  # the next silence is looked into at once
         with self._lock:
             if self._in_flight.pop(seq, None) is not None:
                 self._sent += 1
