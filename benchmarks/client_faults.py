@@ -1,6 +1,6 @@
 """What the publisher costs a training loop while the broker is up, killed or hung.
 
-    python benchmarks/client_faults.py [--steps 400] [--blocks 10] [--step-ms 30] [--metrics 20]
+    python benchmarks/client_faults.py [--steps 400] [--blocks 20] [--step-ms 30] [--metrics 20]
 
 Runs one toy training loop (a fixed CPU-bound step of ``--step-ms`` milliseconds, then
 ``log()`` of ``--metrics`` floats) with a publisher while the broker is up, hung (SIGSTOP:
@@ -8,8 +8,11 @@ connections accepted, nothing answered) and killed (SIGKILL: connections refused
 shared machine's load drifts, and a baseline taken minutes apart would measure the drift:
 so each setting's steps come in ``--blocks`` blocks, each next to a block of the same
 loop that does not call the client (while the publisher, idle, is still there), which are
-its baseline; a second baseline is the loop with no publisher at all, just before and
-after the setting. The broker is one of this benchmark's own
+its baseline: the ratio is the median over the pairs of blocks of the pair's ratio of
+medians, which follows the load as it drifts; a second baseline is the loop with no
+publisher at all, just before and after the setting. The machine's load average is printed
+at the start and the end: with more runnable processes than cores, step times drift by
+more than the 2% looked for. The broker is one of this benchmark's own
 (docker/kafka.sh on free ports and a temporary state directory, stopped at the end); the
 shared development broker is never touched. For each setting it prints the median and p95
 step time, the median's ratio to each baseline's, the share of a core the publisher's threads
@@ -49,6 +52,7 @@ class Figures:
     steps_ms: list[float]
     base_ms: list[float]  #: interleaved blocks that do not call the client
     none_ms: list[float]  #: before and after, with no publisher
+    pair_ratios: list[float]  #: per pair of blocks: median with the client / without
     publisher_share: float = 0.0
     broker: str = "-"
     close_s: float = 0.0
@@ -59,7 +63,7 @@ class Figures:
 
     @property
     def ratio(self) -> float:
-        return self.median / statistics.median(self.base_ms)
+        return statistics.median(self.pair_ratios)
 
     @property
     def ratio_none(self) -> float:
@@ -96,18 +100,18 @@ def process_cpu() -> float:
 
 
 def run_loop(
-    steps: int, rounds: int, n_metrics: int, pub: Publisher | None
+    steps: int, rounds: int, n_metrics: int, pub: Publisher | None, warmup: int = WARMUP_STEPS
 ) -> tuple[list[float], float]:
     """The loop; returns its step times (ms) and the share of a core used by other threads."""
     names = [f"actor/metric_{i}" for i in range(n_metrics)]
     times: list[float] = []
     cpu, own, wall = process_cpu(), time.thread_time(), time.monotonic()
-    for step in range(steps + WARMUP_STEPS):
+    for step in range(steps + warmup):
         start = time.perf_counter()
         value = work(rounds)
         if pub is not None:
             pub.log({name: value + i for i, name in enumerate(names)}, step=step)
-        if step >= WARMUP_STEPS:
+        if step >= warmup:
             times.append((time.perf_counter() - start) * 1e3)
     others = (process_cpu() - cpu) - (time.thread_time() - own)
     return times, max(others, 0.0) / (time.monotonic() - wall)
@@ -132,23 +136,32 @@ def with_client(
     block = max(args.steps // args.blocks, 1)
     times: list[float] = []
     base: list[float] = []
+    pairs: list[float] = []
     used, wall = 0.0, 0.0
     for i in range(args.blocks):
+        got: dict[bool, list[float]] = {}
         for logs in (True, False) if i % 2 == 0 else (False, True):
             start = time.monotonic()
-            got, share = run_loop(block, rounds, args.metrics, pub if logs else None)
-            (times if logs else base).extend(got)
+            got[logs], share = run_loop(block, rounds, args.metrics, pub if logs else None, 2)
             used += share * (time.monotonic() - start)
             wall += time.monotonic() - start
+        times += got[True]
+        base += got[False]
+        pairs.append(statistics.median(got[True]) / statistics.median(got[False]))
     state = pub.stats.broker
     start = time.monotonic()
     pub.close(timeout=5.0)
     closing = time.monotonic() - start
     none += run_loop(args.base_steps, rounds, args.metrics, None)[0]
-    return Figures(name, times, base, none, used / wall, state, closing)
+    return Figures(name, times, base, none, pairs, used / wall, state, closing)
+
+
+def load() -> str:
+    return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def report(rows: list[Figures]) -> None:
+    print(load())
     print(
         f"{'setting':<14}{'median ms':>10}{'blocks':>8}{'ratio':>7}{'none':>8}{'ratio':>7}"
         f"{'p95 ms':>8}{'publisher CPU':>15}{'broker state':>15}{'close s':>9}"
@@ -172,14 +185,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--base-steps", type=int, default=100)
-    parser.add_argument("--blocks", type=int, default=10)
+    parser.add_argument("--blocks", type=int, default=20)
     parser.add_argument("--step-ms", type=float, default=30.0)
     parser.add_argument("--metrics", type=int, default=20)
     args = parser.parse_args()
     rounds = calibrate(args.step_ms)
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} cores; toy step {args.step_ms} ms "
-        f"({rounds} rounds), {args.steps} steps per setting, {args.metrics} metrics a step"
+        f"({rounds} rounds), {args.steps} steps per setting, {args.metrics} metrics a step; {load()}"
     )
     rows: list[Figures] = []
     with tempfile.TemporaryDirectory(prefix="client-faults-") as tmp:
