@@ -192,8 +192,9 @@ def main() -> int:
     rounds = calibrate(args.step_ms)
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} cores; toy step {args.step_ms} ms "
-        f"({rounds} rounds), {args.steps} steps per setting, {args.metrics} metrics a step; {load()}"
+        f"({rounds} rounds), {args.steps} steps per setting, {args.metrics} metrics a step"
     )
+    print(load())
     rows: list[Figures] = []
     with tempfile.TemporaryDirectory(prefix="client-faults-") as tmp:
         broker = OwnBroker(Path(tmp))
