@@ -23,7 +23,7 @@ def add_action_args(parser: argparse.ArgumentParser, *, local: bool) -> None:
         type=int,
         default=MAX_CONCURRENT,
         metavar="N",
-        help="actions run at once, one at a time per run (default %(default)s)",
+        help=f"actions run at once, one at a time per run (default {MAX_CONCURRENT})",
     )
     if not local:
         return
