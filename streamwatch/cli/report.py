@@ -43,8 +43,8 @@ def add_report_commands(subparsers: argparse._SubParsersAction[argparse.Argument
         "--forecast-to",
         type=int,
         metavar="STEP",
-        help="forecast each run's final train reward and held-out at this step (default: "
-        "the longest run's last step, for the runs that have not reached it)",
+        help="forecast the final train reward and held-out at this step of the runs that have "
+        "not reached it (default: none; another run's length is not a run's horizon)",
     )
     _drawing_options(r, default_points=2000)
 

@@ -372,8 +372,9 @@ def render_report(
     ``sections``: (heading, anchor, HTML fragment) shown before the runs (the live report's
     ledger).
 
-    A run that has not reached ``forecast_to`` (default: the longest run's last step) gets
-    the forecast of its final train reward and held-out there
+    A run that has not reached ``forecast_to`` gets the forecast of its final train reward and
+    held-out there; without it, each run's horizon is its own last step, so no run is
+    forecast to another run's length
     (:func:`~streamwatch.report.forecast.outlook`).
     ``spent``: per run, the compute spent after its first critical incident (the engine's
     :meth:`~streamwatch.engine.monitor.Monitor.spent`)."""
@@ -412,13 +413,12 @@ def render_report(
         page.add_html(fragment)
     page.add_html(_legend())
     n_panels = points = markers = 0
-    horizon = (
-        forecast_to if forecast_to is not None else max((r.last_step() for r in ordered), default=0)
-    )
     for run in ordered:
         panels = _run_panels(run, by_run.get(run.run_id, []), indicators)
         page.add_heading(f"{run.run_id}", anchors[run.run_id])
-        ahead = outlook(run, horizon)
+        # only to the step asked for: without it a run's horizon is its own last step, where
+        # there is nothing to forecast; never another run's length (nothing of this run's plan)
+        ahead = outlook(run, forecast_to) if forecast_to is not None else []
         if ahead:
             page.add_html(
                 '<p class="sw-outlook">' + "<br>".join(html.escape(x) for x in ahead) + "</p>"
