@@ -367,3 +367,31 @@ def test_incidents_on_many_metrics_stay_drawn_within_a_panel_limit(tmp_path: Pat
     summary = render_report(c.runs(), incidents, tmp_path / "many.html")
     assert summary.panels == 1 + 12  # entropy, then at most 12 panels for incidents
     assert summary.incident_markers == 20
+
+
+def test_the_report_counts_incidents_by_id_as_replay_does(tmp_path: Path) -> None:
+    from streamwatch.replay.tally import Tally
+
+    c = SeriesCollector()
+    for step in range(40):
+        c.add(Event(run_id="r", step=step, metrics={"actor/entropy": 1.0 / (step + 1)}))
+    first = incident("r", 5)
+    updates = [
+        first.model_copy(update={"severity": Severity.WARNING}),
+        first.model_copy(update={"step": 9}),  # escalated: the same incident
+        first.model_copy(update={"step": 20}),  # re-announced: the same incident
+        first.model_copy(update={"step": 30, "status": Status.RESOLVED}),
+        incident("r", 12).model_copy(update={"id": "other", "severity": Severity.WARNING}),
+    ]
+    tally = Tally()
+    for inc in updates:
+        tally.add(inc)
+    assert tally.runs["r"].counts == {Severity.CRITICAL: 1, Severity.WARNING: 1}
+    out = tmp_path / "report.html"
+    render_report(c.runs(), updates, out, js="plain")
+    text = out.read_text(encoding="utf-8")
+    (fig,) = figures(text)
+    assert fig["layout"]["title"]["text"] == "r · 1 critical, 1 warning"
+    assert "2 incident(s) fired" in text
+    assert "2 incident(s) in 5 update(s): 1 critical, 1 warning, 1 resolved" in text
+    assert "2 critical" not in text and "3 critical" not in text

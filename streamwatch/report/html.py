@@ -33,6 +33,7 @@ from streamwatch.config import Config
 from streamwatch.engine.cost import describe_spent
 from streamwatch.incidents import Incident, Severity, Status
 from streamwatch.replay.files import replay_files
+from streamwatch.replay.tally import Tally
 from streamwatch.report.axes import axis_title
 from streamwatch.report.data import RunData, Series, collect_runs, is_indicator
 from streamwatch.report.downsample import downsample
@@ -150,8 +151,11 @@ def _wrap(text: str, width: int = 90) -> str:
     return "<br>".join(textwrap.wrap(text, width, break_long_words=False)) or text
 
 
-def _figure(run: RunData, panels: list[_Panel], max_points: int) -> tuple[Any, int, int, int]:
-    """The run's figure, its height in pixels, the points drawn and the incident markers."""
+def _figure(
+    run: RunData, panels: list[_Panel], max_points: int, tally: str = ""
+) -> tuple[Any, int, int, int]:
+    """The run's figure, its height in pixels, the points drawn and the incident markers;
+    ``tally``: the run's incidents counted as ``replay`` counts them."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -196,9 +200,6 @@ def _figure(run: RunData, panels: list[_Panel], max_points: int) -> tuple[Any, i
             trace.showlegend = trace.legendgroup not in in_legend
             in_legend.add(trace.legendgroup)
             fig.add_trace(trace, row=row, col=col)
-    incidents = [inc for p in panels for inc in p.incidents]
-    firing = Counter(i.severity.value for i in incidents if i.status is Status.FIRING)
-    tally = ", ".join(f"{firing[s.value]} {s.value}" for s in reversed(Severity) if firing[s.value])
     fig.update_layout(
         title={"text": html.escape(run.run_id) + (f" · {tally}" if tally else ""), "x": 0.01},
         height=_height(rows),
@@ -294,6 +295,19 @@ def _legend() -> str:
     )
 
 
+def _tally(incidents: Sequence[Incident]) -> Tally:
+    """The incidents counted as ``replay`` counts them: one per firing episode of an id (an
+    escalation or a re-announcement is an update of the same incident), at its worst level."""
+    tally = Tally(shown_per_run=1, max_runs=len(incidents) + 1)
+    for inc in incidents:
+        tally.add(inc)
+    return tally
+
+
+def _count_text(counts: Mapping[Severity, int]) -> str:
+    return ", ".join(f"{counts[s]} {s.value}" for s in reversed(Severity) if counts.get(s))
+
+
 def _incident_table(incidents: Sequence[Incident], anchors: Mapping[str, str]) -> str:
     if not incidents:
         return '<p class="muted">No incidents.</p>'
@@ -322,10 +336,15 @@ def _incident_table(incidents: Sequence[Incident], anchors: Mapping[str, str]) -
         )
     more = len(ordered) - _MAX_TABLE_ROWS
     note = f'<p class="muted">…and {more} more (see the JSONL output).</p>' if more > 0 else ""
-    fired = Counter(i.severity.value for i in incidents if i.status is Status.FIRING)
-    tally = ", ".join(f"{fired[s.value]} {s.value}" for s in reversed(Severity) if fired[s.value])
-    resolved = sum(1 for i in incidents if i.status is Status.RESOLVED)
-    summary = f"{len(incidents)} incident update(s): {tally or 'none fired'}, {resolved} resolved"
+    counted = _tally(incidents)
+    counts: Counter[Severity] = Counter()
+    for r in counted.runs.values():
+        counts.update(r.counts)
+    resolved = sum(r.resolved for r in counted.runs.values())
+    summary = (
+        f"{sum(counts.values())} incident(s) in {len(incidents)} update(s): "
+        f"{_count_text(counts) or 'none fired'}, {resolved} resolved"
+    )
     return (
         f"<details{' open' if len(incidents) <= _OPEN_TABLE_ROWS else ''}>"
         f"<summary>{e(summary)}</summary>"
@@ -388,18 +407,17 @@ def render_report(
     page = Page(title, list(subtitle), refresh_seconds=refresh_seconds)
     ordered = [runs[run_id] for run_id in sorted(runs)]
     anchors = {run.run_id: f"run-{i}" for i, run in enumerate(ordered)}
+    counted = _tally(incidents)
     tallies = {}
-    for run_id, incs in by_run.items():
-        c = Counter(i.severity.value for i in incs if i.status is Status.FIRING)
-        tallies[run_id] = ", ".join(
-            f"{c[s.value]} {s.value}" for s in reversed(Severity) if c[s.value]
-        )
+    for run_id in by_run:
+        run_tally = counted.runs.get(run_id)
+        tallies[run_id] = _count_text(run_tally.counts) if run_tally else ""
         after = describe_spent(spent.get(run_id))
         if after:
             tallies[run_id] += f"; {after}"
-    fired = sum(1 for i in incidents if i.status is Status.FIRING)
+    fired = sum(r.fired for r in counted.runs.values())
     page.subtitle.append(
-        f"{len(ordered)} run(s); {fired} firing incident update(s)"
+        f"{len(ordered)} run(s); {fired} incident(s) fired"
         + (f"; {problems} unreadable input(s) set aside" if problems else "")
         + f". Curves keep at most {max_points} points per series (M4: first, last, min and max"
         " per step bucket, plus incident steps), so spikes stay visible."
@@ -429,7 +447,9 @@ def render_report(
         if not panels:
             page.add_html('<p class="muted">No series to draw for this run.</p>')
             continue
-        fig, height, pts, marks = _figure(run, panels, max_points)
+        run_tally = counted.runs.get(run.run_id)
+        tally = _count_text(run_tally.counts) if run_tally else ""
+        fig, height, pts, marks = _figure(run, panels, max_points, tally)
         page.add_figure(fig, height)
         n_panels += len(panels)
         points += pts
