@@ -395,3 +395,20 @@ def test_the_report_counts_incidents_by_id_as_replay_does(tmp_path: Path) -> Non
     assert "2 incident(s) fired" in text
     assert "2 incident(s) in 5 update(s): 1 critical, 1 warning, 1 resolved" in text
     assert "2 critical" not in text and "3 critical" not in text
+
+
+@pytest.mark.parametrize("floor, shown", [(0.01, False), (0.2, True)])
+def test_a_projection_is_dropped_once_the_series_has_crossed_its_level(
+    tmp_path: Path, floor: float, shown: bool
+) -> None:
+    c = SeriesCollector()
+    for step in range(60):
+        c.add(
+            Event(run_id="r", step=step, metrics={"actor/entropy": max(floor, 0.3 - 0.01 * step)})
+        )
+    projection = {"level": 0.05, "rising": False, "step": 35, "low": 33, "high": 38, "made_at": 20}
+    inc = incident("r", 20).model_copy(update={"projection": projection})
+    out = tmp_path / "report.html"
+    render_report(c.runs(), [inc], out, js="plain")
+    text = out.read_text(encoding="utf-8")
+    assert ("projected to reach 0.05" in text) is shown

@@ -123,7 +123,23 @@ def _panel_for(panels: list[_Panel], run: RunData, inc: Incident) -> _Panel:
     return panels[0]
 
 
-def _hover(inc: Incident) -> str:
+def _reached(run: RunData | None, inc: Incident) -> float | None:
+    """The furthest the incident's series went after its projection was made (the lowest
+    value for a falling series, the highest for a rising one); None when unknown."""
+    p = inc.projection
+    if not p or run is None:
+        return None
+    s = run.series.get(inc.metric) or run.find(inc.indicator)
+    if s is None:
+        return None
+    after = (s.steps > int(p.get("made_at", inc.step))) & np.isfinite(s.values)
+    if not after.any():
+        return None
+    values = s.values[after]
+    return float(values.max() if p.get("rising") else values.min())
+
+
+def _hover(inc: Incident, reached: float | None = None) -> str:
     e = html.escape
     lines = [
         f"<b>{e(inc.severity.value)} {e(inc.kind)}</b> ({e(inc.status.value)})",
@@ -136,7 +152,7 @@ def _hover(inc: Incident) -> str:
     for key, value in _numbers(inc)[:_MAX_EVIDENCE]:
         shown = f"{value:.4g}" if isinstance(value, float) else str(value)
         lines.append(f"{e(key)} = {e(shown)}")
-    lines.extend(e(note) for note in incident_notes(inc))
+    lines.extend(e(note) for note in incident_notes(inc, reached))
     if inc.remedies:
         lines.append("try: " + e(inc.remedies[0]))
     return "<br>".join(_wrap(line) for line in lines)
@@ -195,7 +211,7 @@ def _figure(
             col=col,
         )
         fig.update_yaxes(title_text=axis_title(s.metric, s.indicator), row=row, col=col)
-        for trace in _incident_traces(s, panel.incidents):
+        for trace in _incident_traces(s, panel.incidents, run):
             markers += len(trace.x)
             trace.showlegend = trace.legendgroup not in in_legend
             in_legend.add(trace.legendgroup)
@@ -234,7 +250,9 @@ def _height(rows: int) -> int:
     return 90 + 230 * rows
 
 
-def _incident_traces(s: Series, incidents: Sequence[Incident]) -> list[Any]:
+def _incident_traces(
+    s: Series, incidents: Sequence[Incident], run: RunData | None = None
+) -> list[Any]:
     import plotly.graph_objects as go
 
     groups: dict[str, list[Incident]] = {}
@@ -265,7 +283,7 @@ def _incident_traces(s: Series, incidents: Sequence[Incident]) -> list[Any]:
                 name=_MARK_LEGEND[key],
                 legendgroup=key,
                 legendrank=2 + _MARK_ORDER.index(key),
-                hovertext=[_hover(inc) for inc in group],
+                hovertext=[_hover(inc, _reached(run, inc)) for inc in group],
                 hovertemplate="%{hovertext}<extra></extra>",
                 meta={"role": "incident", "severity": key},
             )
@@ -308,7 +326,11 @@ def _count_text(counts: Mapping[Severity, int]) -> str:
     return ", ".join(f"{counts[s]} {s.value}" for s in reversed(Severity) if counts.get(s))
 
 
-def _incident_table(incidents: Sequence[Incident], anchors: Mapping[str, str]) -> str:
+def _incident_table(
+    incidents: Sequence[Incident],
+    anchors: Mapping[str, str],
+    runs: Mapping[str, RunData] | None = None,
+) -> str:
     if not incidents:
         return '<p class="muted">No incidents.</p>'
     e = html.escape
@@ -326,13 +348,14 @@ def _incident_table(incidents: Sequence[Incident], anchors: Mapping[str, str]) -
         if inc.run_id in anchors:
             run = f'<a href="#{e(anchors[inc.run_id])}">{run}</a>'
         onset = "" if inc.onset_step is None else str(inc.onset_step)
+        reached = _reached((runs or {}).get(inc.run_id), inc)
         rows.append(
             f'<tr class="{"" if firing else "resolved"}"><td>{run}</td>'
             f'<td class="num">{inc.step}</td>'
             f'<td class="num">{onset}</td><td class="{cls}">{e(inc.severity.value)}</td>'
             f"<td>{e(inc.status.value)}</td><td>{e(inc.kind)}</td><td>{e(inc.metric)}</td>"
             f'<td>{e(inc.message)}</td><td>{e(why)}</td><td class="muted">{e(evidence)}</td>'
-            f"<td>{'<br>'.join(e(n) for n in incident_notes(inc))}</td></tr>"
+            f"<td>{'<br>'.join(e(n) for n in incident_notes(inc, reached))}</td></tr>"
         )
     more = len(ordered) - _MAX_TABLE_ROWS
     note = f'<p class="muted">…and {more} more (see the JSONL output).</p>' if more > 0 else ""
@@ -455,7 +478,7 @@ def render_report(
         points += pts
         markers += marks
     page.add_heading("Incidents", "incidents")
-    page.add_html(_incident_table(incidents, anchors))
+    page.add_html(_incident_table(incidents, anchors, runs))
     text = page.render(js)
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tmp")
