@@ -412,3 +412,17 @@ def test_a_projection_is_dropped_once_the_series_has_crossed_its_level(
     render_report(c.runs(), [inc], out, js="plain")
     text = out.read_text(encoding="utf-8")
     assert ("projected to reach 0.05" in text) is shown
+
+
+def test_an_empty_report_exits_as_replay_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from streamwatch.cli.main import main
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    replayed = main(["replay", str(empty)])
+    assert replayed == 3
+    out = tmp_path / "report.html"
+    assert run_report_command(parse(["report", str(empty), "-o", str(out)])) == replayed
+    assert "nothing was checked" in capsys.readouterr().err

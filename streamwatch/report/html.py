@@ -66,6 +66,8 @@ class ReportSummary:
     points: int
     problems: int
     seconds: float
+    #: events read from the logs (None: the series were given, not read)
+    events: int | None = None
 
 
 @dataclass
@@ -532,4 +534,4 @@ def build_report(
         forecast_to=forecast_to,
         spent=result.spent,
     )
-    return replace(summary, seconds=time.perf_counter() - start)
+    return replace(summary, seconds=time.perf_counter() - start, events=result.events)
