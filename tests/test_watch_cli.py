@@ -230,7 +230,7 @@ def test_inspect_says_which_files_of_a_directory_it_passed_over(
     (tmp_path / "all_results.json").write_text('{"epoch": 1.0, "train_loss": 0.5}\n')
     assert main(["inspect", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert f"{tmp_path / 'all_results.json'}: not read: unknown file format" in out
+    assert f"{tmp_path / 'all_results.json'}: not read: not a metrics log" in out
     assert f"{tmp_path / VERL_CONSOLE.name}: console" in out
 
 
