@@ -266,3 +266,29 @@ def test_a_directory_reached_by_a_link_is_read_once(tmp_path: Path) -> None:
     (logs / "loop").symlink_to(logs)
     assert replay_files([logs]).events == replay_files([VERL_CONSOLE]).events == 1
     assert [f.name for f in expand_paths([logs])] == [VERL_CONSOLE.name]
+
+
+def test_watch_prints_an_incident_once_and_its_dry_run_action_after_it(tmp_path: Path) -> None:
+    log = tmp_path / KL_NAN.name
+    shutil.copy(KL_NAN, log)
+    config = tmp_path / "streamwatch.toml"
+    config.write_text(
+        '[[actions]]\nname = "halt"\ndo = "signal"\npid = 999999\nconfirm_steps = 0\n'
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    args = ["watch", "--config", str(config), "--poll", "0.05", "--idle-exit", "0.3", str(log)]
+    done = subprocess.run(
+        [sys.executable, "-m", "streamwatch", *args],
+        cwd=tmp_path,  # the action log under ./.streamwatch
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
+    lines = done.stdout.splitlines()
+    critical = [i for i, line in enumerate(lines) if line.startswith("CRITICAL ")]
+    dry = [i for i, line in enumerate(lines) if "dry run: action halt would" in line]
+    assert len(critical) == 1, done.stdout
+    assert len(dry) == 1 and dry[0] > critical[0], done.stdout
+    assert any("action: halt: would send SIGTERM" in line for line in lines), done.stdout
