@@ -65,4 +65,5 @@ def build_actor(args: argparse.Namespace, config: Config, *, stop: bool) -> Acto
         silences=SilenceFile(silences),
         inhibit=config.alerting.inhibit,
         dry_run=bool(getattr(args, "dry_run", False)),
+        pid=getattr(args, "stop_pid", None),
     )
