@@ -382,3 +382,28 @@ def test_run_without_the_kafka_extra_names_the_extra(
     assert main(["run", "--bootstrap-servers", "127.0.0.1:1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "streamwatch: 'run' needs kafka: pip install -e '.[kafka]'"
+
+
+@pytest.mark.parametrize("command", [["run"], ["record", "-o", "x.jsonl"]])
+def test_kafka_commands_without_a_broker_say_so_at_once(
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import socket
+    import time
+
+    pytest.importorskip("kafka")
+    with socket.socket() as s:  # a local port with nothing listening on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.chdir(tmp_path)
+    for name in [v for v in __import__("os").environ if v.startswith("STREAMWATCH_")]:
+        monkeypatch.delenv(name)
+    started = time.monotonic()
+    assert main([*command, "--bootstrap-servers", f"127.0.0.1:{port}"]) == 1
+    assert time.monotonic() - started < 20  # not the client's half minute of retries
+    err = capsys.readouterr().err
+    assert f"no broker at 127.0.0.1:{port}: is it running?" in err
+    assert "Kafka error" not in err and "NoBrokersAvailable" not in err
