@@ -232,6 +232,30 @@ def test_check_config_rejects_an_invalid_file_naming_the_key(
     assert str(path) in err
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "[engine]\nresolve_afterr = 5\n",
+            "engine.resolve_afterr: Extra inputs are not permitted; did you mean 'resolve_after'?",
+        ),
+        (
+            '[[alerting.receivers]]\nname = "a"\ntype = "webhook"\nurll = "http://x"\n',
+            "alerting.receivers.0.urll: Extra inputs are not permitted; did you mean 'url'?",
+        ),
+        ("[engin]\n", "unknown table(s) ['engin']; did you mean 'engine'?"),
+    ],
+    ids=["engine-key", "receiver-key", "table"],
+)
+def test_a_config_typo_names_the_closest_known_key(
+    tmp_path: Path, text: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "typo.toml"
+    path.write_text(text, encoding="utf-8")
+    assert main(["check-config", str(path)]) == 2
+    assert said in capsys.readouterr().err
+
+
 def test_replay_uses_the_config(
     critical_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
