@@ -426,3 +426,27 @@ def test_an_empty_report_exits_as_replay_does(
     out = tmp_path / "report.html"
     assert run_report_command(parse(["report", str(empty), "-o", str(out)])) == replayed
     assert "nothing was checked" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("onset", [None, 7])
+def test_the_incident_table_gives_remedies_and_an_onset_only_when_known(
+    tmp_path: Path, onset: int | None
+) -> None:
+    c = SeriesCollector()
+    for step in range(30):
+        c.add(Event(run_id="r", step=step, metrics={"actor/entropy": 1.0 / (step + 1)}))
+    remedies = ["raise the entropy bonus", "lower the learning rate"]
+    inc = incident("r", 20).model_copy(update={"remedies": remedies, "onset_step": onset})
+    out = tmp_path / "report.html"
+    render_report(c.runs(), [inc], out, js="plain")
+    table = out.read_text(encoding="utf-8").split('id="sw-incidents"')[1].split("</table>")[0]
+    head, body = table.split("</thead>")
+    headers = re.findall(r"<th>(.*?)</th>", head)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", body)
+    assert len(headers) == len(cells)
+    row = dict(zip(headers, cells, strict=True))
+    assert row["remedy"] == "raise the entropy bonus<br>lower the learning rate"
+    if onset is None:
+        assert "onset" not in headers  # no column that is always empty
+    else:
+        assert row["onset"] == "7"

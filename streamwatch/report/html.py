@@ -338,6 +338,8 @@ def _incident_table(
     e = html.escape
     rows = []
     ordered = sorted(incidents, key=lambda i: (i.run_id, i.step))
+    # the onset column only when a check found where a failure began (an empty column is noise)
+    with_onset = any(i.onset_step is not None for i in ordered[:_MAX_TABLE_ROWS])
     for inc in ordered[:_MAX_TABLE_ROWS]:
         firing = inc.status is Status.FIRING
         cls = f"sev-{inc.severity.value}" if firing else "resolved"
@@ -351,12 +353,15 @@ def _incident_table(
             run = f'<a href="#{e(anchors[inc.run_id])}">{run}</a>'
         onset = "" if inc.onset_step is None else str(inc.onset_step)
         reached = _reached((runs or {}).get(inc.run_id), inc)
+        remedies = "<br>".join(e(r) for r in inc.remedies) if firing else ""
         rows.append(
             f'<tr class="{"" if firing else "resolved"}"><td>{run}</td>'
             f'<td class="num">{inc.step}</td>'
-            f'<td class="num">{onset}</td><td class="{cls}">{e(inc.severity.value)}</td>'
+            + (f'<td class="num">{onset}</td>' if with_onset else "")
+            + f'<td class="{cls}">{e(inc.severity.value)}</td>'
             f"<td>{e(inc.status.value)}</td><td>{e(inc.kind)}</td><td>{e(inc.metric)}</td>"
             f'<td>{e(inc.message)}</td><td>{e(why)}</td><td class="muted">{e(evidence)}</td>'
+            f'<td class="sw-remedy">{remedies}</td>'
             f"<td>{'<br>'.join(e(n) for n in incident_notes(inc, reached))}</td></tr>"
         )
     more = len(ordered) - _MAX_TABLE_ROWS
@@ -373,9 +378,10 @@ def _incident_table(
     return (
         f"<details{' open' if len(incidents) <= _OPEN_TABLE_ROWS else ''}>"
         f"<summary>{e(summary)}</summary>"
-        '<table id="sw-incidents"><thead><tr><th>run</th><th>step</th><th>onset</th>'
-        "<th>severity</th><th>status</th><th>kind</th><th>metric</th><th>message</th>"
-        "<th>why</th><th>evidence</th><th>cost, heading</th></tr></thead><tbody>"
+        '<table id="sw-incidents"><thead><tr><th>run</th><th>step</th>'
+        + ("<th>onset</th>" if with_onset else "")
+        + "<th>severity</th><th>status</th><th>kind</th><th>metric</th><th>message</th>"
+        "<th>why</th><th>evidence</th><th>remedy</th><th>cost, heading</th></tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"
         f"{note}</details>"
