@@ -602,16 +602,72 @@ def load_config(path: str | Path | None, *, sections: tuple[str, ...] = SECTIONS
     if isinstance(data, dict):
         unknown = sorted(k for k in data if k not in SECTIONS)
         if unknown:
-            raise ConfigError(f"{p}: unknown table(s) {unknown}; known: {list(SECTIONS)}")
+            hints = "".join(_did_you_mean(str(k), SECTIONS) for k in unknown)
+            raise ConfigError(f"{p}: unknown table(s) {unknown}{hints}; known: {list(SECTIONS)}")
         data = {k: v for k, v in data.items() if k in sections}
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
         lines = [
-            f"{p}: {'.'.join(str(x) for x in e['loc'])}: {_said(e['msg'])}"
+            f"{p}: {'.'.join(str(x) for x in e['loc'])}: {_said(e['msg'])}{_hint(e)}"
             for e in exc.errors(include_url=False)
         ]
         raise ConfigError("\n".join(lines)) from exc
+
+
+def _hint(error: Any) -> str:
+    """For a key no table has (a typo): the closest known key of its table, if one is close.
+
+    >>> _hint({"type": "extra_forbidden", "loc": ("engine", "resolve_afterr")})
+    "; did you mean 'resolve_after'?"
+    """
+    if error.get("type") != "extra_forbidden" or not error.get("loc"):
+        return ""
+    *where, key = error["loc"]
+    model = _model_at(Config, where)
+    if model is None:
+        return ""
+    known = [name for name in model.model_fields] + [
+        f.alias for f in model.model_fields.values() if f.alias
+    ]
+    return _did_you_mean(str(key), known)
+
+
+def _did_you_mean(key: str, known: Sequence[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | None:
+    """The model of the table at ``loc`` (``("alerting", "receivers", 0)``), or None."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if current is None:
+            return None
+        if isinstance(part, int):
+            continue
+        fields = current.model_fields
+        field = fields.get(part) or next((f for f in fields.values() if f.alias == part), None)
+        if field is None:
+            return None
+        current = _inner_model(field.annotation)
+    return current
+
+
+def _inner_model(tp: Any) -> type[BaseModel] | None:
+    """The model in an annotation (``list[Receiver]``, ``Receiver | None``), or None."""
+    import inspect
+    from typing import get_args
+
+    if inspect.isclass(tp) and issubclass(tp, BaseModel):
+        return tp
+    for arg in get_args(tp):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _said(msg: str) -> str:

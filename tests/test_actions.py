@@ -600,14 +600,39 @@ def test_check_config_lists_the_actions_and_refuses_one_on_info(
         '[[actions]]\ndo = "stop"\nkinds = ["entropy_collapse"]\ndry_run = false\n'
         '[[actions]]\nname = "f"\ndo = "stop_file"\npath = "/ckpt/{run_id}.stop"\n'
     )
-    assert main(["check-config", str(path)]) == 0
+    assert main(["check-config", "--for", "run", str(path)]) == 0
     out = capsys.readouterr().out
     assert "action stop: stop on critical entropy_collapse of runs *, after 10 steps (acts)" in out
     assert "action f: stop_file on critical any kind of runs *, after 10 steps (dry run)" in out
     path.write_text('[[actions]]\ndo = "stop"\nmin_severity = "info"\n')
-    assert main(["check-config", str(path)]) == 2
+    assert main(["check-config", "--for", "run", str(path)]) == 2
     err = capsys.readouterr().err
     assert "actions.0" in err and "never on info" in err
+
+
+@pytest.mark.parametrize(
+    "rule",
+    ['do = "stop"', 'do = "signal"'],  # stop needs the live service; signal, a pid
+)
+def test_check_config_refuses_the_actions_watch_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rule: str
+) -> None:
+    from streamwatch.cli.main import main
+
+    path = tmp_path / "streamwatch.toml"
+    path.write_text(f"[[actions]]\n{rule}\n")
+    log = tmp_path / "run.jsonl"
+    log.write_text('{"step": 1, "metrics": {"actor/entropy": 0.5}}\n')
+    watched = main(["watch", "--config", str(path), "--idle-exit", "0.1", str(log)])
+    watch_err = capsys.readouterr().err
+    assert watched == 2
+    assert main(["check-config", str(path)]) == watched
+    err = capsys.readouterr().err
+    refusal = watch_err.strip().removeprefix("streamwatch: ")
+    assert refusal.startswith("action") and refusal in err
+    if rule == 'do = "stop"':
+        assert "check-config --for run" in err
+        assert main(["check-config", "--for", "run", str(path)]) == 0
 
 
 def test_two_writers_of_one_action_log_keep_each_other_s_records(tmp_path: Path) -> None:

@@ -344,3 +344,22 @@ def test_a_true_ratio_keeps_its_binding() -> None:
     monitor, _, problems = _run("completions/clipped_ratio", [0.0, 0.02, 0.05, 0.01] * 10)
     assert problems == []
     assert bound(monitor, "r")["truncation_ratio"] == "completions/clipped_ratio"
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_heldout_binds_verls_mean_accuracy_before_its_best_of_n(order: int) -> None:
+    """verl logs ``acc/best@N/mean`` (and worst, majority) beside ``acc/mean@N``: the mean
+    over the samples is the held-out score, the best of N an optimistic bound."""
+    metrics = {
+        "val-core/openai/gsm8k/acc/best@32/mean": 0.97,
+        "val-core/openai/gsm8k/acc/best@32/std": 0.01,
+        "val-core/openai/gsm8k/acc/maj@32/mean": 0.9,
+        "val-core/openai/gsm8k/acc/mean@32": 0.81,
+    }
+    items = dict(list(metrics.items())[::order])
+    m = IndicatorMap()
+    mean = "val-core/openai/gsm8k/acc/mean@32"
+    assert all(m.rank(mean) < m.rank(other) for other in metrics if other != mean)
+    monitor = Monitor()
+    monitor.process(Event(run_id="r", step=10, metrics=items))
+    assert bound(monitor, "r")["heldout_reward"] == mean

@@ -173,7 +173,10 @@ def test_a_replay_that_read_no_event_fails_saying_why(
     assert replay(path, "--fail-on", "info") == 3
     captured = capsys.readouterr()
     assert "0 events" in captured.out
-    assert "no file yielded an event" in captured.err and "file is empty" in captured.err
+    assert "no file yielded an event" in captured.err
+    # why, once: not again in the problems nor in the failing line
+    assert (captured.out + captured.err).count("file is empty") == 1
+    assert f"{path}: no event (file is empty)" in captured.out
 
 
 def test_random_bytes_fail_the_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -181,6 +184,12 @@ def test_random_bytes_fail_the_replay(tmp_path: Path, capsys: pytest.CaptureFixt
     path.write_bytes(bytes(range(256)) * 4)
     assert replay(path) != 0
     assert str(path) in capsys.readouterr().err
+    binary = tmp_path / "model.jsonl"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe\x1b[31mred")
+    assert replay(binary) == 2
+    err = capsys.readouterr().err
+    assert "\ufffd" not in err and "\x1b" not in err and "\x00" not in err  # nothing raw
+    assert r"b'\x89PNG\r\n\x1a\n\x00\x00\xff\xfe\x1b[31mred'" in err  # escaped
 
 
 def test_a_file_without_events_beside_good_ones_is_named(
@@ -230,6 +239,30 @@ def test_check_config_rejects_an_invalid_file_naming_the_key(
     err = capsys.readouterr().err
     assert key in err
     assert str(path) in err
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "[engine]\nresolve_afterr = 5\n",
+            "engine.resolve_afterr: Extra inputs are not permitted; did you mean 'resolve_after'?",
+        ),
+        (
+            '[[alerting.receivers]]\nname = "a"\ntype = "webhook"\nurll = "http://x"\n',
+            "alerting.receivers.0.urll: Extra inputs are not permitted; did you mean 'url'?",
+        ),
+        ("[engin]\n", "unknown table(s) ['engin']; did you mean 'engine'?"),
+    ],
+    ids=["engine-key", "receiver-key", "table"],
+)
+def test_a_config_typo_names_the_closest_known_key(
+    tmp_path: Path, text: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "typo.toml"
+    path.write_text(text, encoding="utf-8")
+    assert main(["check-config", str(path)]) == 2
+    assert said in capsys.readouterr().err
 
 
 def test_replay_uses_the_config(
@@ -382,3 +415,28 @@ def test_run_without_the_kafka_extra_names_the_extra(
     assert main(["run", "--bootstrap-servers", "127.0.0.1:1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "streamwatch: 'run' needs kafka: pip install -e '.[kafka]'"
+
+
+@pytest.mark.parametrize("command", [["run"], ["record", "-o", "x.jsonl"]])
+def test_kafka_commands_without_a_broker_say_so_at_once(
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import socket
+    import time
+
+    pytest.importorskip("kafka")
+    with socket.socket() as s:  # a local port with nothing listening on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.chdir(tmp_path)
+    for name in [v for v in __import__("os").environ if v.startswith("STREAMWATCH_")]:
+        monkeypatch.delenv(name)
+    started = time.monotonic()
+    assert main([*command, "--bootstrap-servers", f"127.0.0.1:{port}"]) == 1
+    assert time.monotonic() - started < 20  # not the client's half minute of retries
+    err = capsys.readouterr().err
+    assert f"no broker at 127.0.0.1:{port}: is it running?" in err
+    assert "Kafka error" not in err and "NoBrokersAvailable" not in err

@@ -216,3 +216,18 @@ def test_no_option_reads_the_variables_a_command_action_gets(tmp_path: Path) -> 
         plain.returncode,
         timed.sub("", plain.stdout),
     )
+
+
+def test_no_help_shows_a_placeholder_for_a_default() -> None:
+    """An option's help that says its default (``%(default)s``) says the value, not the
+    stand-in that marks an option not given (``<object object at 0x...>``)."""
+    for command in ("watch", "run", "replay", "report"):
+        text = subprocess.run(
+            [*STREAMWATCH, command, "--help"], capture_output=True, text=True, check=True
+        ).stdout
+        assert "object at 0x" not in text, command
+    text = subprocess.run(
+        [*STREAMWATCH, "watch", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    flat = " ".join(text.split())
+    assert "--stop-confirm-steps N steps the incident must stay firing first (default 10)" in flat

@@ -229,3 +229,19 @@ def test_no_row_says_indistinguishable_beside_an_interval_that_excludes_zero() -
     for c in result.indicators:
         if c.verdict is Verdict.INDISTINGUISHABLE and c not in shifted:
             assert "indistinguishable" in lines[c.name]
+
+
+def test_the_html_plot_titles_say_what_the_verdict_table_says(tmp_path: Path) -> None:
+    from streamwatch.report.table import verdict_text
+
+    out = tmp_path / "compare.html"
+    result = compare([BASE_7B], [OFF_PPL_7B], out=out)
+    page = out.read_text("utf-8")
+    shifted = [c for c in result.indicators if verdict_text(c).startswith("end shift")]
+    assert shifted  # the case exists
+    for c in result.indicators:
+        words = verdict_text(c)
+        assert f">{words}</td>" in page, c.name
+        assert f'"{c.name}: {words}' in page, c.name
+    for c in shifted:
+        assert f'"{c.name}: indistinguishable' not in page, c.name

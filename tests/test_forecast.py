@@ -97,7 +97,22 @@ def test_the_report_says_where_a_shorter_run_is_heading(tmp_path: Path) -> None:
     final = np.mean([json.loads(r)["metrics"]["critic/score/mean"] for r in rows[-6:]])
     assert abs(value - final) < 0.02  # 0.981 at the end of the real run
     out = tmp_path / "report.html"
-    build_report([REAL / "verl-grpo-gsm8k_qwen2_7b_base.jsonl", cut], out, js="plain")
+    base = REAL / "verl-grpo-gsm8k_qwen2_7b_base.jsonl"
+    build_report([base, cut], out, js="plain", forecast_to=105)
     text = out.read_text()
     assert text.count('class="sw-outlook"') == 1 and "train reward on course for" in text
     assert outlook(run, 40) == []  # a run at its horizon has nothing to forecast
+
+
+def test_a_short_run_is_not_forecast_to_another_runs_length(tmp_path: Path) -> None:
+    pytest.importorskip("plotly")
+    from streamwatch.report import build_report
+
+    full = REAL / "verl-grpo-gsm8k_qwen2_7b_off_ppl.jsonl"
+    rows = full.read_text().splitlines()
+    cut = tmp_path / "short.jsonl"
+    cut.write_text("\n".join(r for r in rows if json.loads(r)["step"] <= 32) + "\n")
+    out = tmp_path / "report.html"
+    build_report([REAL / "verl-grpo-gsm8k_qwen2_7b_base.jsonl", cut], out, js="plain")
+    text = out.read_text()
+    assert 'class="sw-outlook"' not in text and "on course for" not in text

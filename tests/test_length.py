@@ -7,6 +7,8 @@ import math
 import random
 from pathlib import Path
 
+import pytest
+
 from streamwatch.checks import LengthCheck
 from streamwatch.config import LengthSettings
 from streamwatch.engine.findings import Finding
@@ -75,3 +77,31 @@ def test_a_length_climbing_back_from_a_dip_to_its_start_is_no_explosion() -> Non
     found = explosions(lengths, [e.step for e in events])
     assert found and found[0].step == 50
     assert 1.25 <= found[0].evidence["ratio_to_reference"] < 1.5
+
+
+@pytest.mark.parametrize(("level", "word"), [(850.0, "falling"), (300.0, "collapsing")])
+def test_the_words_of_a_fall_in_length_match_its_size(level: float, word: str) -> None:
+    """A 15% dip is "falling", not "collapsing"; a fall to 0.3x its peak is a collapse."""
+    rng = random.Random(0)
+    check = LengthCheck("response_length", "response_length/mean", LengthSettings())
+    messages = []
+    for step in range(400):
+        x = (1000.0 if step < 250 else level) + rng.gauss(0, 10)
+        messages += [f.message for f in check.update(step, x)]
+    assert messages and messages[0].startswith(f"response length {word}: "), messages[:1]
+    if word == "falling":
+        assert not any("collaps" in m for m in messages), messages[:3]
+
+
+@pytest.mark.parametrize(("level", "word"), [(0.85, "falling"), (0.05, "collapsing")])
+def test_the_words_of_a_fall_in_entropy_match_its_size(level: float, word: str) -> None:
+    from streamwatch.checks.entropy import EntropyCheck
+    from streamwatch.config import EntropySettings
+
+    rng = random.Random(1)
+    check = EntropyCheck("entropy", "actor/entropy", EntropySettings())
+    messages = []
+    for step in range(600):
+        x = (1.0 if step < 300 else level) * (1 + rng.gauss(0, 0.01))
+        messages += [f.message for f in check.update(step, x)]
+    assert messages and messages[0].startswith(f"entropy {word}: "), messages[:1]

@@ -367,3 +367,86 @@ def test_incidents_on_many_metrics_stay_drawn_within_a_panel_limit(tmp_path: Pat
     summary = render_report(c.runs(), incidents, tmp_path / "many.html")
     assert summary.panels == 1 + 12  # entropy, then at most 12 panels for incidents
     assert summary.incident_markers == 20
+
+
+def test_the_report_counts_incidents_by_id_as_replay_does(tmp_path: Path) -> None:
+    from streamwatch.replay.tally import Tally
+
+    c = SeriesCollector()
+    for step in range(40):
+        c.add(Event(run_id="r", step=step, metrics={"actor/entropy": 1.0 / (step + 1)}))
+    first = incident("r", 5)
+    updates = [
+        first.model_copy(update={"severity": Severity.WARNING}),
+        first.model_copy(update={"step": 9}),  # escalated: the same incident
+        first.model_copy(update={"step": 20}),  # re-announced: the same incident
+        first.model_copy(update={"step": 30, "status": Status.RESOLVED}),
+        incident("r", 12).model_copy(update={"id": "other", "severity": Severity.WARNING}),
+    ]
+    tally = Tally()
+    for inc in updates:
+        tally.add(inc)
+    assert tally.runs["r"].counts == {Severity.CRITICAL: 1, Severity.WARNING: 1}
+    out = tmp_path / "report.html"
+    render_report(c.runs(), updates, out, js="plain")
+    text = out.read_text(encoding="utf-8")
+    (fig,) = figures(text)
+    assert fig["layout"]["title"]["text"] == "r · 1 critical, 1 warning"
+    assert "2 incident(s) fired" in text
+    assert "2 incident(s) in 5 update(s): 1 critical, 1 warning, 1 resolved" in text
+    assert "2 critical" not in text and "3 critical" not in text
+
+
+@pytest.mark.parametrize("floor, shown", [(0.01, False), (0.2, True)])
+def test_a_projection_is_dropped_once_the_series_has_crossed_its_level(
+    tmp_path: Path, floor: float, shown: bool
+) -> None:
+    c = SeriesCollector()
+    for step in range(60):
+        c.add(
+            Event(run_id="r", step=step, metrics={"actor/entropy": max(floor, 0.3 - 0.01 * step)})
+        )
+    projection = {"level": 0.05, "rising": False, "step": 35, "low": 33, "high": 38, "made_at": 20}
+    inc = incident("r", 20).model_copy(update={"projection": projection})
+    out = tmp_path / "report.html"
+    render_report(c.runs(), [inc], out, js="plain")
+    text = out.read_text(encoding="utf-8")
+    assert ("projected to reach 0.05" in text) is shown
+
+
+def test_an_empty_report_exits_as_replay_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from streamwatch.cli.main import main
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    replayed = main(["replay", str(empty)])
+    assert replayed == 3
+    out = tmp_path / "report.html"
+    assert run_report_command(parse(["report", str(empty), "-o", str(out)])) == replayed
+    assert "nothing was checked" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("onset", [None, 7])
+def test_the_incident_table_gives_remedies_and_an_onset_only_when_known(
+    tmp_path: Path, onset: int | None
+) -> None:
+    c = SeriesCollector()
+    for step in range(30):
+        c.add(Event(run_id="r", step=step, metrics={"actor/entropy": 1.0 / (step + 1)}))
+    remedies = ["raise the entropy bonus", "lower the learning rate"]
+    inc = incident("r", 20).model_copy(update={"remedies": remedies, "onset_step": onset})
+    out = tmp_path / "report.html"
+    render_report(c.runs(), [inc], out, js="plain")
+    table = out.read_text(encoding="utf-8").split('id="sw-incidents"')[1].split("</table>")[0]
+    head, body = table.split("</thead>")
+    headers = re.findall(r"<th>(.*?)</th>", head)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", body)
+    assert len(headers) == len(cells)
+    row = dict(zip(headers, cells, strict=True))
+    assert row["remedy"] == "raise the entropy bonus<br>lower the learning rate"
+    if onset is None:
+        assert "onset" not in headers  # no column that is always empty
+    else:
+        assert row["onset"] == "7"

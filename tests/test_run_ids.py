@@ -217,3 +217,26 @@ def test_watch_names_the_logs_of_two_directories_given_together(tmp_path: Path) 
     watcher.poll()
     watcher.close()
     assert watcher.tally.seen == {"run-a", "run-b"}
+
+
+@pytest.mark.parametrize(
+    "logdir",
+    ["grpo-7b/runs/Dec07_12-00-00_host", "grpo-7b/logs", "grpo-7b/runs"],
+    ids=["hf-date-folder", "trl-logs", "runs"],
+)
+def test_a_trainers_default_tensorboard_folder_is_named_by_its_output_directory(
+    tmp_path: Path, logdir: str
+) -> None:
+    pytest.importorskip("tensorboard")
+    from framework_writers import real_rows, write_tensorboard
+
+    rows = real_rows({"reward": "train/reward", "entropy": "train/entropy"})[:20]
+    write_tensorboard(tmp_path / logdir, rows)
+    result = replay_files([tmp_path])
+    assert result.file_results[0].runs == ["grpo-7b"]
+    # a folder named for the run itself keeps its name
+    write_tensorboard(tmp_path / "tb" / "grpo-3b", rows)
+    assert sorted(r for f in replay_files([tmp_path]).file_results for r in f.runs) == [
+        "grpo-3b",
+        "grpo-7b",
+    ]

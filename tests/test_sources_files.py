@@ -434,18 +434,35 @@ def test_detect_real_and_edge_content(tmp_path: Path) -> None:
     [
         (b"\x00\x01\x02binary", "starts with"),
         (b"just some text\n", "starts with"),
-        (b'{"foo": 1}\n{"bar": 2}\n', "without 'metrics'"),
+        (b'{"foo": 1}\n{"bar": 2}\n', "not a metrics log (JSON objects without 'metrics'"),
         (b'{\n  "config": 1\n}\n', "without 'log_history'"),
         (b"[1, 2, 3]\n", "starts with"),
     ],
 )
 def test_detect_unknown_content_names_the_file(tmp_path: Path, content: bytes, why: str) -> None:
     path = write(tmp_path, "mystery.dat", content)
-    with pytest.raises(ValueError, match="unknown file format") as info:
+    verdict = "not a metrics log" if content.startswith(b"{") else "unknown file format"
+    with pytest.raises(ValueError, match=verdict) as info:
         detect_format(path)
     assert str(path) in str(info.value) and why in str(info.value)
-    with pytest.raises(ValueError, match="unknown file format"):
+    with pytest.raises(ValueError, match=verdict):
         FileSource(path)
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_an_npm_package_json_is_not_a_metrics_log(tmp_path: Path, indent: int | None) -> None:
+    package = {"name": "web", "version": "1.0.0", "scripts": {"test": "jest"}}
+    path = write(tmp_path, "package.json", json.dumps(package, indent=indent) + "\n")
+    with pytest.raises(ValueError, match="not a metrics log") as info:
+        detect_format(path)
+    assert str(path) in str(info.value)
+    log = write(tmp_path, "run.jsonl", '{"step": 1, "metrics": {"actor/entropy": 0.3}}\n')
+    skipped: list[tuple[Path, str]] = []
+    assert files_module.expand_paths([tmp_path], skipped) == [log]
+    assert [(p, "not a metrics log" in why) for p, why in skipped] == [(path, True)]
+    # one value per line, streamwatch's other shape, is still a log
+    value = write(tmp_path, "v.jsonl", '{"run_id": "r", "step": 1, "name": "kl", "value": 0.1}\n')
+    assert detect_format(value) == "streamwatch"
 
 
 def test_format_override(tmp_path: Path) -> None:

@@ -232,7 +232,7 @@ def test_inspect_says_which_files_of_a_directory_it_passed_over(
     (tmp_path / "all_results.json").write_text('{"epoch": 1.0, "train_loss": 0.5}\n')
     assert main(["inspect", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert f"{tmp_path / 'all_results.json'}: not read: unknown file format" in out
+    assert f"{tmp_path / 'all_results.json'}: not read: not a metrics log" in out
     assert f"{tmp_path / VERL_CONSOLE.name}: console" in out
 
 
@@ -268,3 +268,29 @@ def test_a_directory_reached_by_a_link_is_read_once(tmp_path: Path) -> None:
     (logs / "loop").symlink_to(logs)
     assert replay_files([logs]).events == replay_files([VERL_CONSOLE]).events == 1
     assert [f.name for f in expand_paths([logs])] == [VERL_CONSOLE.name]
+
+
+def test_watch_prints_an_incident_once_and_its_dry_run_action_after_it(tmp_path: Path) -> None:
+    log = tmp_path / KL_NAN.name
+    shutil.copy(KL_NAN, log)
+    config = tmp_path / "streamwatch.toml"
+    config.write_text(
+        '[[actions]]\nname = "halt"\ndo = "signal"\npid = 999999\nconfirm_steps = 0\n'
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    args = ["watch", "--config", str(config), "--poll", "0.05", "--idle-exit", "0.3", str(log)]
+    done = subprocess.run(
+        [sys.executable, "-m", "streamwatch", *args],
+        cwd=tmp_path,  # the action log under ./.streamwatch
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
+    lines = done.stdout.splitlines()
+    critical = [i for i, line in enumerate(lines) if line.startswith("CRITICAL ")]
+    dry = [i for i, line in enumerate(lines) if "dry run: action halt would" in line]
+    assert len(critical) == 1, done.stdout
+    assert len(dry) == 1 and dry[0] > critical[0], done.stdout
+    assert any("action: halt: would send SIGTERM" in line for line in lines), done.stdout

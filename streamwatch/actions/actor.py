@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from streamwatch.actions.config import ActionRule
+from streamwatch.actions.config import ActionRule, check_rules
 from streamwatch.actions.decide import ActDecision, ActReason, decide_action
 from streamwatch.actions.execute import (
     MAX_CONCURRENT,
@@ -63,22 +63,6 @@ _KEEP_DONE = 256  # records per run
 _KEEP_DECISIONS = 10_000
 
 OnRecord = Callable[[ActionRecord, Incident], None]
-
-
-def check_rules(rules: Sequence[ActionRule], *, stop: bool, pid: int | None = None) -> None:
-    """Raise ValueError for rules this process cannot carry out (named, with what to do)."""
-    names = [r.name for r in rules]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"actions: duplicate name(s) {dupes}; give each rule its own name")
-    for r in rules:
-        if r.do == "stop" and not stop:
-            raise ValueError(
-                f"action {r.name!r}: do = 'stop' needs the live service (streamwatch run) and "
-                "its control topic; beside a local trainer use signal (--stop-pid) or stop_file"
-            )
-        if r.do == "signal" and r.pid is None and pid is None:
-            raise ValueError(f"action {r.name!r}: do = 'signal' needs pid (or --stop-pid PID)")
 
 
 @dataclass(slots=True)

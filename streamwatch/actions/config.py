@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import signal as _signal
 import string
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -38,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from streamwatch.actions.args import CONFIRM_STEPS
 from streamwatch.incidents import KINDS, Severity
 
-__all__ = ["PATH_FIELDS", "ActionRule", "Do"]
+__all__ = ["PATH_FIELDS", "ActionRule", "Do", "check_rules"]
 
 Do = Literal["stop", "signal", "command", "stop_file"]
 
@@ -108,3 +109,22 @@ class ActionRule(BaseModel):
     @property
     def signum(self) -> int:
         return int(_signal.Signals[self.signal])
+
+
+def check_rules(rules: Sequence[ActionRule], *, stop: bool, pid: int | None = None) -> None:
+    """Raise ValueError for rules this process cannot carry out (named, with what to do):
+    ``stop``: it can send stop requests (the live service, ``streamwatch run``); ``pid``: the
+    process a ``signal`` rule without its own pid signals (``--stop-pid``). ``watch``,
+    ``run`` and ``check-config`` ask this one question."""
+    names = [r.name for r in rules]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"actions: duplicate name(s) {dupes}; give each rule its own name")
+    for r in rules:
+        if r.do == "stop" and not stop:
+            raise ValueError(
+                f"action {r.name!r}: do = 'stop' needs the live service (streamwatch run) and "
+                "its control topic; beside a local trainer use signal (--stop-pid) or stop_file"
+            )
+        if r.do == "signal" and r.pid is None and pid is None:
+            raise ValueError(f"action {r.name!r}: do = 'signal' needs pid (or --stop-pid PID)")

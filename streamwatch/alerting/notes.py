@@ -11,19 +11,40 @@ from streamwatch.actions.record import describe as describe_action
 from streamwatch.engine.cost import describe_cost
 from streamwatch.incidents import Incident
 
-__all__ = ["describe_projection", "incident_notes"]
+__all__ = ["crossed", "describe_projection", "incident_notes"]
 
 
-def incident_notes(inc: Incident) -> list[str]:
+def incident_notes(inc: Incident, reached: float | None = None) -> list[str]:
     """The incident's cost and projection sentences (either may be missing), then what was
-    done about it (``stop requested at step 812``)."""
-    notes = [describe_cost(inc.kind, inc.cost), describe_projection(inc.indicator, inc.projection)]
+    done about it (``stop requested at step 812``). ``reached``: the furthest the series went
+    after the projection was made, when known (a crossed level is no longer a projection)."""
+    notes = [
+        describe_cost(inc.kind, inc.cost),
+        describe_projection(inc.indicator, inc.projection, reached),
+    ]
     return [n for n in notes if n] + [describe_action(a) for a in inc.actions]
 
 
-def describe_projection(series: str, projection: Mapping[str, Any] | None) -> str | None:
-    """One plain sentence for an incident's ``projection`` field (None when there is none)."""
-    if not projection:
+def crossed(projection: Mapping[str, Any] | None, reached: float | None) -> bool:
+    """Whether the series, having gone as far as ``reached``, has crossed the projected level.
+
+    >>> p = {"level": 0.05, "rising": False, "step": 144, "low": 143, "high": 145}
+    >>> crossed(p, 0.04), crossed(p, 0.2), crossed(p, None), crossed(None, 0.0)
+    (True, False, False, False)
+    """
+    if not projection or reached is None or reached != reached:  # NaN: nothing known
+        return False
+    level = float(projection["level"])
+    return reached >= level if projection.get("rising") else reached <= level
+
+
+def describe_projection(
+    series: str, projection: Mapping[str, Any] | None, reached: float | None = None
+) -> str | None:
+    """One plain sentence for an incident's ``projection`` field (None when there is none, or
+    when the series has since crossed the level: ``reached`` is the furthest it went after
+    the projection was made)."""
+    if not projection or crossed(projection, reached):
         return None
     name = series.replace("_", " ")
     level = float(projection["level"])

@@ -9,7 +9,7 @@ from mypy_extensions import mypyc_attr
 from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind
 
-__all__ = ["Check", "ratio"]
+__all__ = ["COLLAPSED_BELOW", "Check", "fall_word", "ratio"]
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -33,3 +33,17 @@ def ratio(a: float, b: float) -> float:
     if b == 0.0:
         return 1.0 if a == 0.0 else math.copysign(math.inf, a)
     return a / b
+
+
+#: A series below this share of its reference is "collapsing"; above it (a dip of less than a
+#: third), it is "falling": the words match the size of the fall.
+COLLAPSED_BELOW = 2.0 / 3.0
+
+
+def fall_word(r: float) -> str:
+    """How a fall to ``r`` times its reference is said.
+
+    >>> fall_word(0.85), fall_word(0.4)
+    ('falling', 'collapsing')
+    """
+    return "collapsing" if r < COLLAPSED_BELOW else "falling"

@@ -16,7 +16,7 @@ from typing import Final
 
 from mypy_extensions import mypyc_attr
 
-from streamwatch.checks.base import Check, ratio
+from streamwatch.checks.base import Check, fall_word, ratio
 from streamwatch.config import EntropySettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.detectors.window import DoubleRing
@@ -118,7 +118,7 @@ class EntropyCheck(Check):
         evidence = self._evidence(smooth, x)
         evidence["fall_in_window"] = fall
         evidence["trend_break_sds"] = self._falling.statistic
-        what = "entropy collapsing"
+        what = f"entropy {fall_word(r)}"
         if self.invert:
             what += " (token probability rising towards 1)"
         return Finding(

@@ -24,7 +24,7 @@ from typing import Final
 from librt.vecs import append, vec
 from mypy_extensions import i64, mypyc_attr
 
-from streamwatch.checks.base import Check
+from streamwatch.checks.base import Check, fall_word
 from streamwatch.config import LengthSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.detectors.window import DoubleRing
@@ -163,7 +163,7 @@ class LengthCheck(Check):
             self.metric,
             severity,
             step,
-            f"response length collapsing: {self.metric} {why}",
+            f"response length {fall_word(r)}: {self.metric} {why}",
             {
                 "value": x,
                 "smoothed": smooth,

@@ -39,7 +39,7 @@ from typing import Final
 from librt.vecs import vec
 from mypy_extensions import mypyc_attr
 
-from streamwatch.checks.base import Check
+from streamwatch.checks.base import Check, fall_word
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window, trend_break
 from streamwatch.detectors.window import DoubleRing, insert
@@ -326,7 +326,7 @@ class RewardCheck(Check):
             metric,
             severity,
             step,
-            partial(_collapse_words, metric, drop, peak, peak_step),
+            partial(_collapse_words, metric, drop, peak, peak_step, frac),
             {
                 "value": x,
                 "smoothed": smooth,
@@ -348,7 +348,7 @@ def _chaos_words(metric: str, window: int, ratio: float) -> str:
     )
 
 
-def _collapse_words(metric: str, drop: float, peak: float, peak_step: int) -> str:
-    return (
-        f"reward collapsing: {metric} fell {drop:.3g} from its peak {peak:.3g} at step {peak_step}"
-    )
+def _collapse_words(metric: str, drop: float, peak: float, peak_step: int, frac: float) -> str:
+    """``collapsing`` when it lost a third of what it had gained or more, else ``falling``."""
+    word = fall_word(1.0 - frac) if math.isfinite(frac) else "collapsing"
+    return f"reward {word}: {metric} fell {drop:.3g} from its peak {peak:.3g} at step {peak_step}"

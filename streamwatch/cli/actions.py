@@ -67,6 +67,7 @@ def build_actor(args: argparse.Namespace, config: Config, *, stop: bool) -> Acto
         inhibit=config.alerting.inhibit,
         dry_run=bool(getattr(args, "dry_run", False)),
         max_concurrent=_max_concurrent(args),
+        pid=getattr(args, "stop_pid", None),
     )
 
 

@@ -180,6 +180,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "metrics it reads.",
     )
     c.add_argument("path", metavar="FILE", help="the config file, TOML or JSON")
+    c.add_argument(
+        "--for",
+        dest="for_command",
+        choices=("watch", "run"),
+        default="watch",
+        help="the command the config is for: its [[actions]] are refused as that command "
+        "refuses them (default: watch; do = 'stop' needs run, the live service)",
+    )
     add_silence_commands(sub)
     add_test_route_command(sub)
     add_test_rules_command(sub)

@@ -132,6 +132,11 @@ def prepare(parser: argparse.ArgumentParser) -> None:
     for p in _parsers(parser):
         for action in _own(p):
             action._streamwatch_default = action.default  # type: ignore[attr-defined]
+            if action.help and "%(default)" in action.help:  # said now: it is replaced below
+                shown = str(action.default).replace("%", "%%")
+                action.help = action.help.replace("%(default)s", shown).replace(
+                    "%(default)r", repr(action.default).replace("%", "%%")
+                )
             if action.required and _variable(action) in os.environ:
                 action.required = False  # the variable stands for it
             # an append option copies its default list: None stands for "not given" there

@@ -310,6 +310,9 @@ def dispatch(args: argparse.Namespace) -> int | None:
         if args.command == "publish":
             return _publish(args)
         return _record(args)
+    except NoBroker as exc:
+        print(f"streamwatch {args.command}: {exc}", file=sys.stderr)
+        return EXIT_KAFKA
     except (ConfigError, ValidationError, ValueError, FileNotFoundError) as exc:
         print(f"streamwatch {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -320,6 +323,69 @@ def dispatch(args: argparse.Namespace) -> int | None:
             raise
         print(f"streamwatch {args.command}: Kafka error: {exc!r}", file=sys.stderr)
         return EXIT_KAFKA
+
+
+#: Seconds a bootstrap address is given to accept a connection before the client is started.
+PROBE_SECONDS = 3.0
+
+
+def _address(server: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:9092``; Kafka's 9092 without a port) as a socket address.
+
+    >>> _address("localhost:9093"), _address("[::1]:9092"), _address("kafka")
+    (('localhost', 9093), ('::1', 9092), ('kafka', 9092))
+    """
+    server = server.strip()
+    for scheme in ("PLAINTEXT://", "SSL://", "SASL_PLAINTEXT://", "SASL_SSL://"):
+        server = server.removeprefix(scheme)
+    if server.startswith("["):
+        host, _, rest = server[1:].partition("]")
+        port = rest.removeprefix(":")
+    else:
+        host, sep, port = server.rpartition(":")
+        if not sep:
+            host, port = server, ""
+    return host, int(port) if port.isdigit() else 9092
+
+
+class NoBroker(Exception):
+    """No bootstrap address accepts a connection: ``no broker at HOST:PORT: is it running?``"""
+
+
+def _probe(args: argparse.Namespace) -> None:
+    """Raise :class:`NoBroker` when no bootstrap address answers, after the arguments and the
+    config were checked and before the Kafka client is started."""
+    unreachable = no_broker(args.bootstrap_servers)
+    if unreachable is not None:
+        raise NoBroker(unreachable)
+
+
+def _early_checks(args: argparse.Namespace) -> None:
+    """What ``run`` refuses before it loads the engine (seconds of imports): no Kafka
+    client, a bad config, then no broker."""
+    import kafka  # noqa: F401  (the extra is named when it is missing)
+
+    from streamwatch.cli.config_refs import load_sending_config
+
+    load_sending_config(args.config, "run")
+    _probe(args)
+
+
+def no_broker(servers: str, timeout: float = PROBE_SECONDS) -> str | None:
+    """None when a bootstrap address accepts a connection, else what to tell the user: ``no
+    broker at HOST:PORT: is it running?``. A short socket connect, before the Kafka client
+    (which retries for half a minute, logging an error each time)."""
+    import socket
+
+    addresses = [_address(s) for s in servers.split(",") if s.strip()]
+    for host, port in addresses:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return None
+        except OSError:
+            continue
+    shown = ", ".join(f"{h}:{p}" for h, p in addresses) or repr(servers)
+    return f"no broker at {shown}: is it running?"
 
 
 class TerminalFormatter(logging.Formatter):
@@ -425,6 +491,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers {args.workers}: at least 1")
     if args.workers > 1:
         return _run_workers(args)
+    _early_checks(args)
     service, alerts = _service(args)
     try:
         with stop_on_signals() as stop:
@@ -445,6 +512,7 @@ def _run_workers(args: argparse.Namespace) -> int:
         raise ValueError("--report-out needs --workers 1: each worker watches only its own runs")
     config = load_sending_config(args.config, "run")
     alerting_from_args(args, config.alerting)  # a bad setting stops us here
+    _probe(args)
     pool = Pool(
         args.workers,
         _worker,
@@ -475,7 +543,11 @@ def _worker(args: argparse.Namespace, worker: int, channel: Any) -> None:
 
 def _publish(args: argparse.Namespace) -> int:
     from streamwatch.live.kafka_tools import publish_files
+    from streamwatch.sources import expand_paths
 
+    if not args.follow:
+        expand_paths(args.paths)  # a missing file is named before the broker
+    _probe(args)
     if args.follow:
         from streamwatch.cli.publish_follow import follow_and_publish
 
@@ -509,6 +581,7 @@ def _publish(args: argparse.Namespace) -> int:
 def _record(args: argparse.Namespace) -> int:
     from streamwatch.live.kafka_tools import record_topic
 
+    _probe(args)
     with stop_on_signals() as stop:
         result = record_topic(
             _connection(args).client_kwargs(),

@@ -157,10 +157,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _no_events(result: ReplayResult) -> int:
-    why = "; ".join(
-        f"{f.path}: {f.first_problem or 'no metrics in it'}" for f in result.file_results
-    )
-    print(f"streamwatch: no file yielded an event, nothing was checked ({why})", file=sys.stderr)
+    # why each file gave none is in the summary, once
+    print("streamwatch: no file yielded an event, nothing was checked", file=sys.stderr)
     return EXIT_NO_EVENTS
 
 
@@ -306,12 +304,23 @@ def _parse_fault(text: str) -> tuple[int, Fault]:
 
 
 def _check_config(args: argparse.Namespace) -> int:
+    from streamwatch.actions.config import check_rules
     from streamwatch.cli.config_refs import stand_ins, unset_references
     from streamwatch.config import load_config
 
     unset = unset_references(args.path)
     with stand_ins(unset):
         config = load_config(args.path)
+    for_command = getattr(args, "for_command", "watch")
+    try:  # what the command would refuse at its start, refused here
+        check_rules(config.actions, stop=for_command == "run")
+    except ValueError as exc:
+        hint = (
+            " (a config for the live service: check-config --for run)"
+            if (for_command != "run" and any(r.do == "stop" for r in config.actions))
+            else ""
+        )
+        raise ValueError(f"{args.path}: {for_command}: {exc}{hint}") from None
     print(f"{args.path}: ok")
     if unset:
         print(f"  unset environment variables (needed to send alerts): {', '.join(unset)}")

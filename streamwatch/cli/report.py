@@ -16,6 +16,7 @@ from streamwatch._install import install_hint
 from streamwatch.cli.config_refs import load_offline_config
 from streamwatch.cli.ledger import HELP as LEDGER_HELP
 from streamwatch.cli.ledger import run_ledger
+from streamwatch.cli.outcome import exit_code
 from streamwatch.report.correction import CORRECTIONS
 
 __all__ = ["add_report_commands", "run_report_command"]
@@ -43,8 +44,8 @@ def add_report_commands(subparsers: argparse._SubParsersAction[argparse.Argument
         "--forecast-to",
         type=int,
         metavar="STEP",
-        help="forecast each run's final train reward and held-out at this step (default: "
-        "the longest run's last step, for the runs that have not reached it)",
+        help="forecast the final train reward and held-out at this step of the runs that have "
+        "not reached it (default: none; another run's length is not a run's horizon)",
     )
     _drawing_options(r, default_points=2000)
 
@@ -192,7 +193,14 @@ def _report(args: argparse.Namespace) -> int:
         f"{summary.panels} panels, {summary.incidents} incident update(s), "
         f"{summary.points:,} points, in {summary.seconds:.1f} s"
     )
-    return EXIT_OK
+    events = summary.events if summary.runs else 0
+    if events == 0:
+        print(
+            "streamwatch: no metrics were read from the logs: nothing was checked",
+            file=sys.stderr,
+        )
+    # as replay's: no event read is not a pass
+    return exit_code(events=1 if events is None else events, worst=None, fail_on=None)
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -120,6 +120,10 @@ PRESETS: Final[dict[str, tuple[tuple[str, Indicator], ...]]] = {
         ("actor/grad_norm", _I.GRAD_NORM),
         ("actor/pg_loss", _I.LOSS),
         ("val-core/*/reward/mean@*", _I.HELDOUT_REWARD),
+        # the mean accuracy over the samples before their best/worst/majority of N
+        # (``val-core/x/acc/mean@32`` before ``val-core/x/acc/best@32/mean``)
+        ("val-core/*/acc/mean@*", _I.HELDOUT_REWARD),
+        ("val-core/*/mean@*", _I.HELDOUT_REWARD),
         ("val-core/*", _I.HELDOUT_REWARD),
         ("val/test_score/*", _I.HELDOUT_REWARD),
         ("timing_s/step", _I.STEP_TIME),

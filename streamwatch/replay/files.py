@@ -361,16 +361,20 @@ def format_summary(result: ReplayResult, min_severity: Severity = Severity.WARNI
     if quiet and fired:
         names = ", ".join(quiet[:_SHOWN_QUIET]) + (" ..." if len(quiet) > _SHOWN_QUIET else "")
         lines.append(f"{len(quiet)} run(s) raised nothing: {names}")
+    said: set[tuple[str, str]] = set()  # (file, reason): a file's one problem, said once
     for f in result.empty_files():
         lines.append(f"{f.path}: no event ({f.first_problem or 'no metrics in it'})")
+        if f.first_problem:
+            said.add((str(f.path), f.first_problem))
     if result.blank_lines:
         lines.append(f"{result.blank_lines:,} blank line(s) skipped")
-    if result.problem_count:
+    unsaid = [p for p in result.problems if (p.origin.rpartition(":")[0], p.reason) not in said]
+    if result.problem_count > len(result.problems) - len(unsaid):
         lines.append(
             f"{result.problem_count:,} problem(s) set aside on {result.problem_lines:,} line(s);"
             " first ones:"
         )
-        lines.extend(f"  {p}" for p in result.problems[:_SHOWN_PROBLEMS])
+        lines.extend(f"  {p}" for p in unsaid[:_SHOWN_PROBLEMS])
     return "\n".join(for_terminal(line) for line in lines)
 
 

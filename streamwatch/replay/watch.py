@@ -195,13 +195,15 @@ class Watcher:
                     out.extend(self._process(event, now, live))
         self._announce_waiting_directories()
         ticked = self.monitor.tick(now, self.heard)
+        self._emit(ticked)
         out.extend(ticked)
         if self.actor is not None:
             self.actor.track(ticked)
-            out.extend(self.actor.poll())
+            acted = self.actor.poll()
+            self._emit(acted)
+            out.extend(acted)
         self._started = True
         self.stats.polls += 1
-        self._emit(out)
         return out
 
     def _process(self, event: Event, now: float, live: bool) -> list[Incident]:
@@ -216,11 +218,16 @@ class Watcher:
         updates = self.monitor.process(event, "watch")
         for problem in self.monitor.drain_problems():
             self._problem(problem)
+        # each incident is out before what is done about it (an action, a dry run's line)
+        self._emit(updates)
         if self.actor is not None:
-            updates.extend(self.actor.see(event.run_id, event.step, event.tags, updates))
+            acted = self.actor.see(event.run_id, event.step, event.tags, updates)
+            self._emit(acted)
+            updates.extend(acted)
         return updates
 
     def _emit(self, updates: list[Incident]) -> None:
+        """To the tally and the sinks, as they come (each once)."""
         for inc in updates:
             self.tally.add(inc)
             for sink in self.sinks:
@@ -244,9 +251,11 @@ class Watcher:
             for event in follower.close():
                 out.extend(self._process(event, now, live))
         flushed = self.monitor.flush()
+        self._emit(flushed)
         out.extend(flushed)
         if self.actor is not None:
             self.actor.track(flushed)
-            out.extend(self.actor.close())
-        self._emit(out)
+            acted = self.actor.close()
+            self._emit(acted)
+            out.extend(acted)
         return out

@@ -88,7 +88,7 @@ def _figure(result: ComparisonResult, max_points: int) -> tuple[Any, int]:
     titles = []
     for c in comps:
         since = f" from step {c.onset_step}" if c.onset_step is not None else ""
-        titles.append(f"{c.name}: {c.verdict.value}{since}")
+        titles.append(f"{c.name}: {verdict_text(c)}{since}")
     fig = make_subplots(
         rows=rows,
         cols=cols,

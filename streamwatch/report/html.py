@@ -33,6 +33,7 @@ from streamwatch.config import Config
 from streamwatch.engine.cost import describe_spent
 from streamwatch.incidents import Incident, Severity, Status
 from streamwatch.replay.files import replay_files
+from streamwatch.replay.tally import Tally
 from streamwatch.report.axes import axis_title
 from streamwatch.report.data import RunData, Series, collect_runs, is_indicator
 from streamwatch.report.downsample import downsample
@@ -65,6 +66,8 @@ class ReportSummary:
     points: int
     problems: int
     seconds: float
+    #: events read from the logs (None: the series were given, not read)
+    events: int | None = None
 
 
 @dataclass
@@ -122,7 +125,23 @@ def _panel_for(panels: list[_Panel], run: RunData, inc: Incident) -> _Panel:
     return panels[0]
 
 
-def _hover(inc: Incident) -> str:
+def _reached(run: RunData | None, inc: Incident) -> float | None:
+    """The furthest the incident's series went after its projection was made (the lowest
+    value for a falling series, the highest for a rising one); None when unknown."""
+    p = inc.projection
+    if not p or run is None:
+        return None
+    s = run.series.get(inc.metric) or run.find(inc.indicator)
+    if s is None:
+        return None
+    after = (s.steps > int(p.get("made_at", inc.step))) & np.isfinite(s.values)
+    if not after.any():
+        return None
+    values = s.values[after]
+    return float(values.max() if p.get("rising") else values.min())
+
+
+def _hover(inc: Incident, reached: float | None = None) -> str:
     e = html.escape
     lines = [
         f"<b>{e(inc.severity.value)} {e(inc.kind)}</b> ({e(inc.status.value)})",
@@ -135,7 +154,7 @@ def _hover(inc: Incident) -> str:
     for key, value in _numbers(inc)[:_MAX_EVIDENCE]:
         shown = f"{value:.4g}" if isinstance(value, float) else str(value)
         lines.append(f"{e(key)} = {e(shown)}")
-    lines.extend(e(note) for note in incident_notes(inc))
+    lines.extend(e(note) for note in incident_notes(inc, reached))
     if inc.remedies:
         lines.append("try: " + e(inc.remedies[0]))
     return "<br>".join(_wrap(line) for line in lines)
@@ -150,8 +169,11 @@ def _wrap(text: str, width: int = 90) -> str:
     return "<br>".join(textwrap.wrap(text, width, break_long_words=False)) or text
 
 
-def _figure(run: RunData, panels: list[_Panel], max_points: int) -> tuple[Any, int, int, int]:
-    """The run's figure, its height in pixels, the points drawn and the incident markers."""
+def _figure(
+    run: RunData, panels: list[_Panel], max_points: int, tally: str = ""
+) -> tuple[Any, int, int, int]:
+    """The run's figure, its height in pixels, the points drawn and the incident markers;
+    ``tally``: the run's incidents counted as ``replay`` counts them."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -191,14 +213,11 @@ def _figure(run: RunData, panels: list[_Panel], max_points: int) -> tuple[Any, i
             col=col,
         )
         fig.update_yaxes(title_text=axis_title(s.metric, s.indicator), row=row, col=col)
-        for trace in _incident_traces(s, panel.incidents):
+        for trace in _incident_traces(s, panel.incidents, run):
             markers += len(trace.x)
             trace.showlegend = trace.legendgroup not in in_legend
             in_legend.add(trace.legendgroup)
             fig.add_trace(trace, row=row, col=col)
-    incidents = [inc for p in panels for inc in p.incidents]
-    firing = Counter(i.severity.value for i in incidents if i.status is Status.FIRING)
-    tally = ", ".join(f"{firing[s.value]} {s.value}" for s in reversed(Severity) if firing[s.value])
     fig.update_layout(
         title={"text": html.escape(run.run_id) + (f" · {tally}" if tally else ""), "x": 0.01},
         height=_height(rows),
@@ -233,7 +252,9 @@ def _height(rows: int) -> int:
     return 90 + 230 * rows
 
 
-def _incident_traces(s: Series, incidents: Sequence[Incident]) -> list[Any]:
+def _incident_traces(
+    s: Series, incidents: Sequence[Incident], run: RunData | None = None
+) -> list[Any]:
     import plotly.graph_objects as go
 
     groups: dict[str, list[Incident]] = {}
@@ -264,7 +285,7 @@ def _incident_traces(s: Series, incidents: Sequence[Incident]) -> list[Any]:
                 name=_MARK_LEGEND[key],
                 legendgroup=key,
                 legendrank=2 + _MARK_ORDER.index(key),
-                hovertext=[_hover(inc) for inc in group],
+                hovertext=[_hover(inc, _reached(run, inc)) for inc in group],
                 hovertemplate="%{hovertext}<extra></extra>",
                 meta={"role": "incident", "severity": key},
             )
@@ -294,12 +315,31 @@ def _legend() -> str:
     )
 
 
-def _incident_table(incidents: Sequence[Incident], anchors: Mapping[str, str]) -> str:
+def _tally(incidents: Sequence[Incident]) -> Tally:
+    """The incidents counted as ``replay`` counts them: one per firing episode of an id (an
+    escalation or a re-announcement is an update of the same incident), at its worst level."""
+    tally = Tally(shown_per_run=1, max_runs=len(incidents) + 1)
+    for inc in incidents:
+        tally.add(inc)
+    return tally
+
+
+def _count_text(counts: Mapping[Severity, int]) -> str:
+    return ", ".join(f"{counts[s]} {s.value}" for s in reversed(Severity) if counts.get(s))
+
+
+def _incident_table(
+    incidents: Sequence[Incident],
+    anchors: Mapping[str, str],
+    runs: Mapping[str, RunData] | None = None,
+) -> str:
     if not incidents:
         return '<p class="muted">No incidents.</p>'
     e = html.escape
     rows = []
     ordered = sorted(incidents, key=lambda i: (i.run_id, i.step))
+    # the onset column only when a check found where a failure began (an empty column is noise)
+    with_onset = any(i.onset_step is not None for i in ordered[:_MAX_TABLE_ROWS])
     for inc in ordered[:_MAX_TABLE_ROWS]:
         firing = inc.status is Status.FIRING
         cls = f"sev-{inc.severity.value}" if firing else "resolved"
@@ -312,26 +352,36 @@ def _incident_table(incidents: Sequence[Incident], anchors: Mapping[str, str]) -
         if inc.run_id in anchors:
             run = f'<a href="#{e(anchors[inc.run_id])}">{run}</a>'
         onset = "" if inc.onset_step is None else str(inc.onset_step)
+        reached = _reached((runs or {}).get(inc.run_id), inc)
+        remedies = "<br>".join(e(r) for r in inc.remedies) if firing else ""
         rows.append(
             f'<tr class="{"" if firing else "resolved"}"><td>{run}</td>'
             f'<td class="num">{inc.step}</td>'
-            f'<td class="num">{onset}</td><td class="{cls}">{e(inc.severity.value)}</td>'
+            + (f'<td class="num">{onset}</td>' if with_onset else "")
+            + f'<td class="{cls}">{e(inc.severity.value)}</td>'
             f"<td>{e(inc.status.value)}</td><td>{e(inc.kind)}</td><td>{e(inc.metric)}</td>"
             f'<td>{e(inc.message)}</td><td>{e(why)}</td><td class="muted">{e(evidence)}</td>'
-            f"<td>{'<br>'.join(e(n) for n in incident_notes(inc))}</td></tr>"
+            f'<td class="sw-remedy">{remedies}</td>'
+            f"<td>{'<br>'.join(e(n) for n in incident_notes(inc, reached))}</td></tr>"
         )
     more = len(ordered) - _MAX_TABLE_ROWS
     note = f'<p class="muted">…and {more} more (see the JSONL output).</p>' if more > 0 else ""
-    fired = Counter(i.severity.value for i in incidents if i.status is Status.FIRING)
-    tally = ", ".join(f"{fired[s.value]} {s.value}" for s in reversed(Severity) if fired[s.value])
-    resolved = sum(1 for i in incidents if i.status is Status.RESOLVED)
-    summary = f"{len(incidents)} incident update(s): {tally or 'none fired'}, {resolved} resolved"
+    counted = _tally(incidents)
+    counts: Counter[Severity] = Counter()
+    for r in counted.runs.values():
+        counts.update(r.counts)
+    resolved = sum(r.resolved for r in counted.runs.values())
+    summary = (
+        f"{sum(counts.values())} incident(s) in {len(incidents)} update(s): "
+        f"{_count_text(counts) or 'none fired'}, {resolved} resolved"
+    )
     return (
         f"<details{' open' if len(incidents) <= _OPEN_TABLE_ROWS else ''}>"
         f"<summary>{e(summary)}</summary>"
-        '<table id="sw-incidents"><thead><tr><th>run</th><th>step</th><th>onset</th>'
-        "<th>severity</th><th>status</th><th>kind</th><th>metric</th><th>message</th>"
-        "<th>why</th><th>evidence</th><th>cost, heading</th></tr></thead><tbody>"
+        '<table id="sw-incidents"><thead><tr><th>run</th><th>step</th>'
+        + ("<th>onset</th>" if with_onset else "")
+        + "<th>severity</th><th>status</th><th>kind</th><th>metric</th><th>message</th>"
+        "<th>why</th><th>evidence</th><th>remedy</th><th>cost, heading</th></tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"
         f"{note}</details>"
@@ -372,8 +422,9 @@ def render_report(
     ``sections``: (heading, anchor, HTML fragment) shown before the runs (the live report's
     ledger).
 
-    A run that has not reached ``forecast_to`` (default: the longest run's last step) gets
-    the forecast of its final train reward and held-out there
+    A run that has not reached ``forecast_to`` gets the forecast of its final train reward and
+    held-out there; without it, each run's horizon is its own last step, so no run is
+    forecast to another run's length
     (:func:`~streamwatch.report.forecast.outlook`).
     ``spent``: per run, the compute spent after its first critical incident (the engine's
     :meth:`~streamwatch.engine.monitor.Monitor.spent`)."""
@@ -387,18 +438,17 @@ def render_report(
     page = Page(title, list(subtitle), refresh_seconds=refresh_seconds)
     ordered = [runs[run_id] for run_id in sorted(runs)]
     anchors = {run.run_id: f"run-{i}" for i, run in enumerate(ordered)}
+    counted = _tally(incidents)
     tallies = {}
-    for run_id, incs in by_run.items():
-        c = Counter(i.severity.value for i in incs if i.status is Status.FIRING)
-        tallies[run_id] = ", ".join(
-            f"{c[s.value]} {s.value}" for s in reversed(Severity) if c[s.value]
-        )
+    for run_id in by_run:
+        run_tally = counted.runs.get(run_id)
+        tallies[run_id] = _count_text(run_tally.counts) if run_tally else ""
         after = describe_spent(spent.get(run_id))
         if after:
             tallies[run_id] += f"; {after}"
-    fired = sum(1 for i in incidents if i.status is Status.FIRING)
+    fired = sum(r.fired for r in counted.runs.values())
     page.subtitle.append(
-        f"{len(ordered)} run(s); {fired} firing incident update(s)"
+        f"{len(ordered)} run(s); {fired} incident(s) fired"
         + (f"; {problems} unreadable input(s) set aside" if problems else "")
         + f". Curves keep at most {max_points} points per series (M4: first, last, min and max"
         " per step bucket, plus incident steps), so spikes stay visible."
@@ -412,13 +462,12 @@ def render_report(
         page.add_html(fragment)
     page.add_html(_legend())
     n_panels = points = markers = 0
-    horizon = (
-        forecast_to if forecast_to is not None else max((r.last_step() for r in ordered), default=0)
-    )
     for run in ordered:
         panels = _run_panels(run, by_run.get(run.run_id, []), indicators)
         page.add_heading(f"{run.run_id}", anchors[run.run_id])
-        ahead = outlook(run, horizon)
+        # only to the step asked for: without it a run's horizon is its own last step, where
+        # there is nothing to forecast; never another run's length (nothing of this run's plan)
+        ahead = outlook(run, forecast_to) if forecast_to is not None else []
         if ahead:
             page.add_html(
                 '<p class="sw-outlook">' + "<br>".join(html.escape(x) for x in ahead) + "</p>"
@@ -429,13 +478,15 @@ def render_report(
         if not panels:
             page.add_html('<p class="muted">No series to draw for this run.</p>')
             continue
-        fig, height, pts, marks = _figure(run, panels, max_points)
+        run_tally = counted.runs.get(run.run_id)
+        tally = _count_text(run_tally.counts) if run_tally else ""
+        fig, height, pts, marks = _figure(run, panels, max_points, tally)
         page.add_figure(fig, height)
         n_panels += len(panels)
         points += pts
         markers += marks
     page.add_heading("Incidents", "incidents")
-    page.add_html(_incident_table(incidents, anchors))
+    page.add_html(_incident_table(incidents, anchors, runs))
     text = page.render(js)
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tmp")
@@ -489,4 +540,4 @@ def build_report(
         forecast_to=forecast_to,
         spent=result.spent,
     )
-    return replace(summary, seconds=time.perf_counter() - start)
+    return replace(summary, seconds=time.perf_counter() - start, events=result.events)

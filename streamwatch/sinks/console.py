@@ -5,8 +5,8 @@ characters in a run id, a message or a remedy are shown as escapes
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
 
 from streamwatch.incidents import Incident, Severity, Status
 from streamwatch.names import for_terminal
@@ -38,6 +38,13 @@ def format_incident(inc: Incident, colour: bool = False) -> str:
     return head
 
 
+def _action(entry: Mapping[str, Any]) -> str:
+    """``halt: would send SIGTERM to pid 12 (dry run, step 300)``."""
+    status = entry.get("status")
+    how = "dry run, " if status == "dry_run" else "failed, " if status == "failed" else ""
+    return f"{entry.get('rule')}: {entry.get('detail', '')} ({how}step {entry.get('step')})"
+
+
 def _num(v: object) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
@@ -57,10 +64,24 @@ class ConsoleSink:
         self.colour = self.stream.isatty()
         self.min_severity = min_severity
         self.note = note
+        #: per firing incident: the update last printed and the actions shown for it
+        self._shown: dict[str, tuple[tuple[int, Severity, str], int]] = {}
 
     def send(self, inc: Incident) -> None:
         if inc.severity.rank < self.min_severity.rank:
             return
+        shown = self._shown.pop(inc.id, None) if inc.status is not Status.FIRING else None
+        if inc.status is Status.FIRING:
+            key = (inc.step, inc.severity, inc.message)
+            shown = self._shown.get(inc.id)
+            if shown is not None and shown[0] == key and inc.actions:
+                # the same update, now carrying what was done about it: that alone is new
+                for entry in inc.actions[shown[1] :]:
+                    print(f"         action: {for_terminal(_action(entry))}", file=self.stream)
+                self._shown[inc.id] = (key, len(inc.actions))
+                self.stream.flush()
+                return
+            self._shown[inc.id] = (key, len(inc.actions))
         line = format_incident(inc, self.colour)
         extra = for_terminal(self.note(inc)) if self.note is not None else ""
         print(f"{line}  ({extra})" if extra else line, file=self.stream)

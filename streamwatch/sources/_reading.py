@@ -47,8 +47,21 @@ class ReadStats:
 
 
 def preview(raw: bytes | str) -> str:
-    """The start of a line, for a problem's reason."""
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    """The start of a line, for a problem's reason; bytes that are not text (a binary
+    file) are shown escaped, as Python writes bytes.
+
+    >>> preview("  {bad json"), preview(b"\\x00\\x01\\xff\\xfebin")
+    ("'{bad json'", "b'\\\\x00\\\\x01\\\\xff\\\\xfebin'")
+    """
+    if isinstance(raw, bytes):
+        raw = raw.strip()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            cut = raw[:_PREVIEW]
+            return repr(cut) + ("..." if len(raw) > _PREVIEW else "")
+    else:
+        text = raw
     text = text.strip()
     return repr(text if len(text) <= _PREVIEW else text[:_PREVIEW] + "...")
 

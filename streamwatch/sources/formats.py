@@ -85,8 +85,8 @@ def _console(path: Path, head: bytes, whole: bool) -> bool:
 def _json_kind(obj: dict[str, object]) -> str | None:
     if "log_history" in obj:
         return "hf"
-    if "metrics" in obj or "name" in obj:
-        return "streamwatch"
+    if "metrics" in obj or ("name" in obj and ("value" in obj or "step" in obj)):
+        return "streamwatch"  # an event, or one value of one: {"name": ..., "value": ...}
     if "data" in obj and "step" in obj:
         return "verl"
     if any(key in obj for key in STEP_KEYS):
@@ -114,19 +114,41 @@ def _detect_json(path: Path, head: bytes, whole: bool) -> str:
     if b'"log_history"' in head or path.name == "trainer_state.json":
         return "hf"
     if seen_object:
-        raise _unknown(path, head, "JSON objects without 'metrics', 'name', 'data' or a step")
+        raise _not_a_log(path, "JSON objects without 'metrics', 'name', 'data' or a step")
     if head.lstrip().split(b"\n", 1)[0].strip() == b"{":
-        raise _unknown(path, head, "a JSON document without 'log_history'")
+        raise _not_a_log(path, "a JSON document without 'log_history'" + _keys(head, whole))
     # Nothing parsed (the first lines are corrupt or very long): judge by the keys in view.
     if b'"data"' in head and b'"metrics"' not in head and b'"name"' not in head:
         return "verl"
     return "streamwatch"
 
 
-def _unknown(path: Path, head: bytes, what: str | None = None) -> ValueError:
+def _keys(head: bytes, whole: bool) -> str:
+    """``", keys 'name', 'version', ..."``: what a whole JSON document holds instead."""
+    if not whole:
+        return ""
+    try:
+        obj = json.loads(head)
+    except (ValueError, RecursionError):
+        return ""
+    if not isinstance(obj, dict) or not obj:
+        return ""
+    keys = [str(k) for k in obj][:5]
+    return ", keys " + ", ".join(repr(k) for k in keys) + (", ..." if len(obj) > 5 else "")
+
+
+def _not_a_log(path: Path, what: str) -> ValueError:
+    """JSON with no step or metrics in the shape of a log (an npm package.json, a
+    config, a results summary): not a metrics log."""
+    return _unknown(path, b"", what, "not a metrics log")
+
+
+def _unknown(
+    path: Path, head: bytes, what: str | None = None, verdict: str = "unknown file format"
+) -> ValueError:
     found = what or f"starts with {preview(head.lstrip()[:40])}"
     return ValueError(
-        f"{path}: unknown file format ({found}); expected streamwatch, verl or flat JSONL,"
+        f"{path}: {verdict} ({found}); expected streamwatch, verl or flat JSONL,"
         " a trainer_state.json, a W&B CSV export, a console log of verl, ROLL or the HF"
         f" Trainer, or a TensorBoard event file (choose one with --format: {', '.join(READERS)})"
     )

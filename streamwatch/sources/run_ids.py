@@ -23,6 +23,7 @@ id: they are one run. Every reader of files names runs with these functions: ``r
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,6 +37,34 @@ _GENERIC_STEMS = frozenset({"metrics", "logging"})
 #: A run's place: the absolute path parts it is named after, and whether that is a
 #: directory (else a directory and a file name without its extension).
 Place = tuple[tuple[str, ...], bool]
+
+
+#: the folder Hugging Face's Trainer (and TRL's) logs TensorBoard into by default:
+#: ``runs/Dec07_12-00-00_host`` (``%b%d_%H-%M-%S`` and the host name)
+_HF_DATE_DIR = re.compile(r"^[A-Z][a-z]{2}\d{2}_\d{2}-\d{2}-\d{2}_.+$")
+#: folders a trainer names for what is logged in them, not for the run
+_LOGGING_DIRS = frozenset({"logs", "runs"})
+
+
+def _event_dir(path: Path) -> Path:
+    """The directory that names a TensorBoard event file's run: its own, except in the
+    default layouts of Hugging Face and TRL, whose folders are named for the date or for
+    logging, where it is the output directory above them: ``out/runs/Dec07_12-00-00_host``
+    and ``out/logs`` -> ``out``.
+
+    >>> _event_dir(Path("/x/out/runs/Dec07_12-00-00_host/events.out.tfevents.1.h")).name
+    'out'
+    >>> _event_dir(Path("/x/out/logs/events.out.tfevents.1.h")).name
+    'out'
+    >>> _event_dir(Path("/x/tb/grpo-a/events.out.tfevents.1.h")).name
+    'grpo-a'
+    """
+    d = path.absolute().parent
+    if _HF_DATE_DIR.match(d.name) and d.parent.name:
+        d = d.parent
+    if d.name in _LOGGING_DIRS and d.parent.name:
+        d = d.parent
+    return d
 
 
 def _named_by_directory(path: Path, format: str) -> bool:
@@ -57,8 +86,12 @@ def default_run_id(path: Path, format: str) -> str:
     called ``trainer_state.json``, the training output directory
     (``out/sft-7b/checkpoint-500/trainer_state.json`` -> ``sft-7b``); for a TensorBoard event
     file, or a flat log named ``metrics.jsonl`` or ``logging.jsonl``, its directory
-    (``tb/grpo-a/events.out.tfevents.1.host`` -> ``grpo-a``).
+    (``tb/grpo-a/events.out.tfevents.1.host`` -> ``grpo-a``), the output directory above a
+    Trainer's ``runs/<date>`` or ``logs`` folder (``out/runs/Dec07_12-00-00_host/...`` ->
+    ``out``).
     """
+    if format == "tensorboard":
+        return _event_dir(path).name or path.name
     if _named_by_directory(path, format):
         return path.absolute().parent.name or path.name
     if format == "hf" and path.name == "trainer_state.json":
@@ -68,6 +101,8 @@ def default_run_id(path: Path, format: str) -> str:
 
 def place(path: Path, format: str) -> Place:
     """Where a file's run is: the directory its id names, or its directory and stem."""
+    if format == "tensorboard":
+        return _event_dir(path).parts, True
     if _named_by_directory(path, format):
         return path.absolute().parent.parts, True
     if format == "hf" and path.name == "trainer_state.json":
