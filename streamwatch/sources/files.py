@@ -22,6 +22,7 @@ the file is still read.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from streamwatch._install import install_hint
 from streamwatch.events import Event, Problem
 from streamwatch.sources._reading import ReadContext, ReadStats
 from streamwatch.sources._tensorboard import tensorboard_available
+from streamwatch.sources._wandb_run import wandb_available
 from streamwatch.sources.formats import FORMATS, READERS, detect_format
 from streamwatch.sources.run_ids import default_run_id, run_ids
 
@@ -92,6 +94,9 @@ class FileSource:
         if self.format == "tensorboard" and not tensorboard_available():
             hint = install_hint("tensorboard")
             raise ValueError(f"{self.path} is a TensorBoard event file: install the extra: {hint}")
+        if self.format == "wandb-run" and not wandb_available():
+            hint = install_hint("wandb")
+            raise ValueError(f"{self.path} is a W&B run's log: install the extra: {hint}")
         self.run_id = run_id
         self.path_id: str = path_id or default_run_id(self.path, self.format)
         self.size: int = info.st_size
@@ -126,8 +131,13 @@ class FileSource:
 
 
 #: Names a log may have in a directory (its format is then judged from its content).
-LOG_SUFFIXES = frozenset({".jsonl", ".json", ".log", ".txt", ".csv", ".out"})
+LOG_SUFFIXES = frozenset({".jsonl", ".json", ".log", ".txt", ".csv", ".out", ".wandb"})
 TRAINER_STATE = "trainer_state.json"
+#: A W&B run directory's transaction log (``wandb/run-<date>-<id>/run-<id>.wandb``): the
+#: rest of its directory (``files/``, ``logs/``: console output, debug logs) is not read.
+_WANDB_LOG = re.compile(r"run-[\w-]+\.wandb")
+#: A ``wandb/`` folder's links to its newest run and that run's debug logs: read as the run.
+_WANDB_LINKS = frozenset({"latest-run", "debug.log", "debug-internal.log"})
 
 
 @dataclass
@@ -169,7 +179,9 @@ def list_directory(path: Path) -> DirectoryListing:
     when the output directory holds TensorBoard event files (the Trainer's ``runs/``), which
     log the same history as it happens. Hidden directories are passed over, and in a
     ``checkpoint-N`` directory everything but its trainer_state.json (model and optimizer
-    files)."""
+    files). Of a W&B run directory (``wandb/run-<date>-<id>/``) only its transaction log
+    ``run-<id>.wandb`` is read (it holds every logged step; the rest is console output and
+    debug logs), and a ``wandb/`` folder's ``latest-run`` link is not walked (its run is)."""
     listing = DirectoryListing()
     seen: set[str] = set()  # directories reached through symbolic links are read once
     for root, dirs, files in os.walk(path, followlinks=True):
@@ -180,9 +192,18 @@ def list_directory(path: Path) -> DirectoryListing:
             continue
         seen.add(real)
         in_checkpoint = _checkpoint_number(here.name) is not None
-        dirs[:] = [] if in_checkpoint else sorted(d for d in dirs if not d.startswith("."))
+        wandb_run = any(_WANDB_LOG.fullmatch(name) for name in files)
+        wandb_dir = "latest-run" in dirs
+        skip = in_checkpoint or wandb_run
+        dirs[:] = [] if skip else sorted(d for d in dirs if _walked(here, d, dirs))
         for name in sorted(files):
             f = here / name
+            if wandb_run:
+                if _WANDB_LOG.fullmatch(name):
+                    listing.logs.append(f)
+                continue
+            if name in _WANDB_LINKS and wandb_dir and f.is_symlink():
+                continue
             if name == TRAINER_STATE:
                 out_dir = here.parent if in_checkpoint else here
                 listing.states[out_dir] = _newer_state(listing.states.get(out_dir), f)
@@ -198,6 +219,12 @@ def list_directory(path: Path) -> DirectoryListing:
             why = "the same history as the TensorBoard event files beside it, which are read"
             listing.passed_over.append((state, why))
     return listing
+
+
+def _walked(here: Path, name: str, dirs: list[str]) -> bool:
+    """Whether a subdirectory is walked: not a hidden one, nor a ``wandb/`` folder's
+    ``latest-run`` link (its run is walked under its own name)."""
+    return not name.startswith(".") and not (name == "latest-run" and (here / name).is_symlink())
 
 
 def expand_paths(

@@ -15,12 +15,13 @@ from streamwatch.sources._reading import BOM, ReadContext, preview
 from streamwatch.sources._tensorboard import is_event_file, read_tensorboard
 from streamwatch.sources._trainer_state import read_trainer_state
 from streamwatch.sources._wandb_csv import STEP_COLUMNS, read_wandb_csv
+from streamwatch.sources._wandb_run import is_run_log, read_wandb_run
 
 __all__ = ["FORMATS", "READERS", "detect_format"]
 
 #: Reader per format name: streamwatch JSONL, verl file-logger JSONL, HF trainer_state.json,
 #: W&B CSV export, flat JSONL (prime-rl, ms-swift), console logs (verl, ROLL, HF/TRL),
-#: TensorBoard event files.
+#: TensorBoard event files, W&B run directories' transaction logs (``run-<id>.wandb``).
 READERS: dict[str, Callable[[ReadContext], Iterator[Event]]] = {
     "streamwatch": read_streamwatch,
     "verl": read_verl,
@@ -29,6 +30,7 @@ READERS: dict[str, Callable[[ReadContext], Iterator[Event]]] = {
     "flat": read_flat,
     "console": read_console,
     "tensorboard": read_tensorboard,
+    "wandb-run": read_wandb_run,
 }
 FORMATS = tuple(READERS)
 
@@ -50,6 +52,8 @@ def detect_format(path: str | Path) -> str:
         head = fh.read(_SNIFF_BYTES)
     if is_event_file(path, head):
         return "tensorboard"
+    if is_run_log(head):
+        return "wandb-run"
     whole = len(head) < _SNIFF_BYTES
     head = head.removeprefix(BOM)
     text = head.lstrip()
@@ -128,5 +132,6 @@ def _unknown(path: Path, head: bytes, what: str | None = None) -> ValueError:
     return ValueError(
         f"{path}: unknown file format ({found}); expected streamwatch, verl or flat JSONL,"
         " a trainer_state.json, a W&B CSV export, a console log of verl, ROLL or the HF"
-        f" Trainer, or a TensorBoard event file (choose one with --format: {', '.join(READERS)})"
+        " Trainer, a TensorBoard event file or a W&B run's run-<id>.wandb"
+        f" (choose one with --format: {', '.join(READERS)})"
     )
