@@ -35,6 +35,7 @@ from streamwatch.events import Event, decode_event
 from streamwatch.sources._reading import ReadContext
 
 __all__ = [
+    "HEADER_BYTES",
     "MAGIC",
     "RecordLog",
     "RunState",
@@ -47,6 +48,8 @@ __all__ = [
 #: What every W&B transaction log starts with.
 MAGIC = b":W&B"
 _HEADER = struct.Struct("<4sHB")
+#: The length of the log's header: a log this long holds no record yet.
+HEADER_BYTES = _HEADER.size
 _RECORD = struct.Struct("<IHB")
 _BLOCK = 32768
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
@@ -217,7 +220,7 @@ class RunState:
     def __init__(self, fallback_run_id: str, run_id: str | None = None) -> None:
         from wandb.proto import wandb_internal_pb2
 
-        self._record_type = wandb_internal_pb2.Record
+        self._record_type: Any = vars(wandb_internal_pb2)["Record"]  # generated: no stubs
         self.fallback_run_id = fallback_run_id
         self.override = run_id
         self.name = ""

@@ -136,6 +136,9 @@ TRAINER_STATE = "trainer_state.json"
 #: A W&B run directory's transaction log (``wandb/run-<date>-<id>/run-<id>.wandb``): the
 #: rest of its directory (``files/``, ``logs/``: console output, debug logs) is not read.
 _WANDB_LOG = re.compile(r"run-[\w-]+\.wandb")
+#: A W&B run directory's name (``run-20250101_120000-abc123``, ``offline-run-...``), known
+#: by it before its log is written.
+_WANDB_RUN_DIR = re.compile(r"(?:offline-)?run-\d{8}_\d{6}-\w+|latest-run")
 #: A ``wandb/`` folder's links to its newest run and that run's debug logs: read as the run.
 _WANDB_LINKS = frozenset({"latest-run", "debug.log", "debug-internal.log"})
 
@@ -192,8 +195,9 @@ def list_directory(path: Path) -> DirectoryListing:
             continue
         seen.add(real)
         in_checkpoint = _checkpoint_number(here.name) is not None
-        wandb_run = any(_WANDB_LOG.fullmatch(name) for name in files)
-        wandb_dir = "latest-run" in dirs
+        wandb_run = bool(_WANDB_RUN_DIR.fullmatch(here.name)) or any(
+            _WANDB_LOG.fullmatch(name) for name in files
+        )
         skip = in_checkpoint or wandb_run
         dirs[:] = [] if skip else sorted(d for d in dirs if _walked(here, d, dirs))
         for name in sorted(files):
@@ -202,7 +206,7 @@ def list_directory(path: Path) -> DirectoryListing:
                 if _WANDB_LOG.fullmatch(name):
                     listing.logs.append(f)
                 continue
-            if name in _WANDB_LINKS and wandb_dir and f.is_symlink():
+            if name in _WANDB_LINKS and _links_to_wandb_run(f):
                 continue
             if name == TRAINER_STATE:
                 out_dir = here.parent if in_checkpoint else here
@@ -219,6 +223,13 @@ def list_directory(path: Path) -> DirectoryListing:
             why = "the same history as the TensorBoard event files beside it, which are read"
             listing.passed_over.append((state, why))
     return listing
+
+
+def _links_to_wandb_run(f: Path) -> bool:
+    """Whether a file is a ``wandb/`` folder's link into one of its runs (``debug.log``)."""
+    if not f.is_symlink():
+        return False
+    return bool(_WANDB_RUN_DIR.fullmatch(Path(os.readlink(f)).parts[0]))
 
 
 def _walked(here: Path, name: str, dirs: list[str]) -> bool:

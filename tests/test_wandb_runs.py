@@ -1,0 +1,173 @@
+"""W&B run directories, written by the real ``wandb`` client in offline mode (no server):
+``replay`` and ``watch`` of ``wandb/run-<date>-<id>/`` and of a ``wandb/`` folder of runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from streamwatch.clock import ManualClock
+from streamwatch.replay.files import replay_files
+from streamwatch.replay.watch import Watcher
+from streamwatch.sources import FileSource, expand_paths, read_events
+
+pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install wandb)")
+
+STEPS = 30
+NAN_STEP = 20
+#: A TRL GRPO run's names, as its W&B callback logs them; a NaN KL at step 20.
+WRITER = textwrap.dedent(
+    """
+    import math, sys, time
+    import wandb
+
+    root, name, pause = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    config = {{"n_gpus": 4, "max_completion_length": 256, "learning_rate": 1e-6}}
+    # the client writes its log every 15 s by default; a test cannot wait that long
+    settings = wandb.Settings(x_transaction_log_flush_interval=0.1)
+    run = wandb.init(
+        mode="offline", dir=root, project="grpo", name=name, config=config, settings=settings
+    )
+    for s in range(1, {steps} + 1):
+        run.log(
+            {{
+                "train/reward": 0.2 + 0.01 * s,
+                "train/reward_std": 0.3,
+                "train/rewards/accuracy_reward/mean": 0.2 + 0.01 * s,
+                "train/entropy": 0.9 - 0.005 * s,
+                "train/kl": math.nan if s == {nan} else 0.001 * s,
+                "train/completions/mean_length": 120.0 + s,
+                "train/loss": 0.01,
+                "train/grad_norm": 0.5,
+                "train/learning_rate": 1e-6,
+            }},
+            step=s,
+        )
+        time.sleep(pause)
+    wandb.finish()
+    """
+).format(steps=STEPS, nan=NAN_STEP)
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(root), "WANDB_SILENT": "true"}
+    env.pop("WANDB_BASE_URL", None)
+    return env
+
+
+def write_run(root: Path, name: str, pause: float = 0.0) -> subprocess.Popen[bytes]:
+    """Start a process that logs a run of :data:`STEPS` steps under ``root/wandb``."""
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(root), name, str(pause)],
+        env=_env(root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def logged_run(root: Path, name: str) -> Path:
+    """A finished run's directory ``root/wandb/offline-run-<date>-<id>``."""
+    proc = write_run(root, name)
+    assert proc.wait(timeout=120) == 0
+    return _run_dir(root, name)
+
+
+def _run_dir(root: Path, name: str) -> Path:
+    for log in sorted((root / "wandb").glob("*run-*/run-*.wandb")):
+        if name.encode() in log.read_bytes()[:4096]:
+            return log.parent
+    raise AssertionError(f"no run {name} under {root}")
+
+
+def test_replay_of_a_run_directory_gives_every_step_under_the_runs_name(tmp_path: Path) -> None:
+    run_dir = logged_run(tmp_path, "grpo-qwen-a")
+    events = list(read_events([run_dir]))
+    assert [e.step for e in events] == list(range(1, STEPS + 1))
+    assert {e.run_id for e in events} == {"grpo-qwen-a"}
+    first = events[0]
+    assert first.metrics["train/rewards/accuracy_reward/mean"] == pytest.approx(0.21)
+    assert first.ts is not None and first.ts > 1e9
+    assert first.tags["gpus"] == "4" and first.tags["max_response_length"] == "256"
+    wandb_id = run_dir.name.rsplit("-", 1)[1]
+    assert first.tags["wandb_path"] == f"grpo/{wandb_id}"
+    source = FileSource(run_dir / f"run-{wandb_id}.wandb")
+    assert source.format == "wandb-run" and source.path_id == wandb_id
+    assert len(list(source)) == STEPS and not source.problems
+    replay = replay_files([run_dir])
+    assert ("grpo-qwen-a", "nonfinite_metric", NAN_STEP) in {
+        (i.run_id, i.kind, i.step) for i in replay.incidents
+    }
+
+
+def test_a_wandb_folder_reads_each_run_once_and_nothing_else(tmp_path: Path) -> None:
+    """``wandb/`` with two runs, ``latest-run`` and the debug log links: each run's
+    transaction log once; its console output and debug logs are not read."""
+    for name in ("grpo-a", "grpo-b"):
+        logged_run(tmp_path, name)
+    wandb_dir = tmp_path / "wandb"
+    assert (wandb_dir / "latest-run").is_symlink()
+    files = expand_paths([wandb_dir])
+    assert len(files) == 2 and all(f.suffix == ".wandb" for f in files)
+    events = list(read_events([wandb_dir]))
+    assert sorted({e.run_id for e in events}) == ["grpo-a", "grpo-b"]
+    assert len(events) == 2 * STEPS
+    assert len(list(read_events([wandb_dir / "latest-run"]))) == STEPS
+
+
+def test_watch_follows_a_run_as_it_is_logged_and_new_runs_as_they_start(
+    tmp_path: Path,
+) -> None:
+    """``watch wandb/`` while the client logs one step every 50 ms and writes its log every
+    0.1 s (records cut at any byte): every step is judged once, as it is logged; a second
+    run started later is followed too."""
+    (tmp_path / "wandb").mkdir()
+    notes: list[str] = []
+    watcher = Watcher([tmp_path / "wandb"], ManualClock(), on_note=notes.append)
+    steps: list[tuple[str, int]] = []
+    seen = 0
+
+    def poll() -> None:
+        nonlocal seen
+        watcher.poll()
+        if watcher.stats.events > seen and watcher.stats.last is not None:
+            steps.append(watcher.stats.last)
+        seen = watcher.stats.events
+
+    for name in ("grpo-live", "grpo-next"):
+        proc = write_run(tmp_path, name, pause=0.05)
+        while proc.poll() is None:
+            poll()
+            time.sleep(0.02)
+        assert proc.returncode == 0
+        poll()
+    watcher.close()
+    assert watcher.stats.events == 2 * STEPS and watcher.stats.problems == 0
+    assert len(steps) > 3, "the steps were read while they were logged, not all at the end"
+    assert steps[-1] == ("grpo-next", STEPS)
+    following = [n for n in notes if n.startswith("following")]
+    assert len(following) == 2, "\n".join(notes)
+    assert all("(wandb-run, run grpo-" in note for note in following), following
+
+
+def test_watch_command_summary_names_the_wandb_run(tmp_path: Path) -> None:
+    """``streamwatch watch wandb/``: the run is named by its W&B name in what it follows
+    and in the summary (a NaN KL at step 20: one critical)."""
+    logged_run(tmp_path, "grpo-summary")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    args = ["watch", str(tmp_path / "wandb"), "--poll", "0.05", "--idle-exit", "0.5"]
+    done = subprocess.run(
+        [sys.executable, "-m", "streamwatch", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert "(wandb-run, run grpo-summary)" in done.stderr
+    assert f"{STEPS} events" in done.stdout
+    assert "run grpo-summary: 1 critical" in done.stdout
