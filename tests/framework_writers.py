@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -164,3 +168,73 @@ def events_to_logs(events: Iterable[Event], heldout: str) -> Rows:
         if heldout in e.metrics:
             logs.append((e.step, ts, {heldout: e.metrics[heldout]}))
     return logs
+
+
+# -- W&B: a run logged by the real wandb client, offline (no server) -------------------------
+WANDB_STEPS = 30
+WANDB_NAN_STEP = 20
+#: A TRL GRPO run's names, as its W&B callback logs them; a NaN KL at step 20.
+WANDB_WRITER = textwrap.dedent(
+    """
+    import math, sys, time
+    import wandb
+
+    root, name, pause = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    config = {{"n_gpus": 4, "max_completion_length": 256, "learning_rate": 1e-6}}
+    # the client writes its log every 15 s by default; a test cannot wait that long
+    settings = wandb.Settings(x_transaction_log_flush_interval=0.1)
+    run = wandb.init(
+        mode="offline", dir=root, project="grpo", name=name, config=config, settings=settings
+    )
+    for s in range(1, {steps} + 1):
+        run.log(
+            {{
+                "train/reward": 0.2 + 0.01 * s,
+                "train/reward_std": 0.3,
+                "train/rewards/accuracy_reward/mean": 0.2 + 0.01 * s,
+                "train/entropy": 0.9 - 0.005 * s,
+                "train/kl": math.nan if s == {nan} else 0.001 * s,
+                "train/completions/mean_length": 120.0 + s,
+                "train/loss": 0.01,
+                "train/grad_norm": 0.5,
+                "train/learning_rate": 1e-6,
+            }},
+            step=s,
+        )
+        time.sleep(pause)
+    wandb.finish()
+    """
+).format(steps=WANDB_STEPS, nan=WANDB_NAN_STEP)
+
+
+def wandb_env(root: Path) -> dict[str, str]:
+    """The client's environment: offline, its files under ``root`` (none in the home)."""
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(root), "WANDB_SILENT": "true"}
+    for name in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        env[name] = str(root / ".wandb-home" / name.lower())
+    env.pop("WANDB_BASE_URL", None)
+    return env
+
+
+def write_wandb_run(root: Path, name: str, pause: float = 0.0) -> subprocess.Popen[bytes]:
+    """Start a process that logs a run of :data:`WANDB_STEPS` steps under ``root/wandb``."""
+    return subprocess.Popen(
+        [sys.executable, "-c", WANDB_WRITER, str(root), name, str(pause)],
+        env=wandb_env(root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def logged_wandb_run(root: Path, name: str) -> Path:
+    """A finished run's directory ``root/wandb/offline-run-<date>-<id>``."""
+    proc = write_wandb_run(root, name)
+    assert proc.wait(timeout=120) == 0
+    return wandb_run_dir(root, name)
+
+
+def wandb_run_dir(root: Path, name: str) -> Path:
+    for log in sorted((root / "wandb").glob("*run-*/run-*.wandb")):
+        if name.encode() in log.read_bytes()[:4096]:
+            return log.parent
+    raise AssertionError(f"no run {name} under {root}")

@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from framework_writers import WANDB_NAN_STEP as NAN_STEP
+from framework_writers import WANDB_STEPS as STEPS
+from framework_writers import logged_wandb_run as logged_run
+from framework_writers import write_wandb_run as write_run
 
 from streamwatch.clock import ManualClock
 from streamwatch.replay.files import replay_files
@@ -18,71 +21,6 @@ from streamwatch.replay.watch import Watcher
 from streamwatch.sources import FileSource, expand_paths, read_events
 
 pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install wandb)")
-
-STEPS = 30
-NAN_STEP = 20
-#: A TRL GRPO run's names, as its W&B callback logs them; a NaN KL at step 20.
-WRITER = textwrap.dedent(
-    """
-    import math, sys, time
-    import wandb
-
-    root, name, pause = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    config = {{"n_gpus": 4, "max_completion_length": 256, "learning_rate": 1e-6}}
-    # the client writes its log every 15 s by default; a test cannot wait that long
-    settings = wandb.Settings(x_transaction_log_flush_interval=0.1)
-    run = wandb.init(
-        mode="offline", dir=root, project="grpo", name=name, config=config, settings=settings
-    )
-    for s in range(1, {steps} + 1):
-        run.log(
-            {{
-                "train/reward": 0.2 + 0.01 * s,
-                "train/reward_std": 0.3,
-                "train/rewards/accuracy_reward/mean": 0.2 + 0.01 * s,
-                "train/entropy": 0.9 - 0.005 * s,
-                "train/kl": math.nan if s == {nan} else 0.001 * s,
-                "train/completions/mean_length": 120.0 + s,
-                "train/loss": 0.01,
-                "train/grad_norm": 0.5,
-                "train/learning_rate": 1e-6,
-            }},
-            step=s,
-        )
-        time.sleep(pause)
-    wandb.finish()
-    """
-).format(steps=STEPS, nan=NAN_STEP)
-
-
-def _env(root: Path) -> dict[str, str]:
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(root), "WANDB_SILENT": "true"}
-    env.pop("WANDB_BASE_URL", None)
-    return env
-
-
-def write_run(root: Path, name: str, pause: float = 0.0) -> subprocess.Popen[bytes]:
-    """Start a process that logs a run of :data:`STEPS` steps under ``root/wandb``."""
-    return subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(root), name, str(pause)],
-        env=_env(root),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-def logged_run(root: Path, name: str) -> Path:
-    """A finished run's directory ``root/wandb/offline-run-<date>-<id>``."""
-    proc = write_run(root, name)
-    assert proc.wait(timeout=120) == 0
-    return _run_dir(root, name)
-
-
-def _run_dir(root: Path, name: str) -> Path:
-    for log in sorted((root / "wandb").glob("*run-*/run-*.wandb")):
-        if name.encode() in log.read_bytes()[:4096]:
-            return log.parent
-    raise AssertionError(f"no run {name} under {root}")
 
 
 def test_replay_of_a_run_directory_gives_every_step_under_the_runs_name(tmp_path: Path) -> None:

@@ -21,7 +21,16 @@ from dataclasses import dataclass, field
 
 from streamwatch.actions.config import ActionRule
 from streamwatch.actions.decide import ActDecision, ActReason, decide_action
-from streamwatch.actions.execute import Executor, Outcome, run_command, run_signal, run_stop_file
+from streamwatch.actions.execute import (
+    ActionFailed,
+    Executor,
+    Outcome,
+    run_command,
+    run_signal,
+    run_stop_file,
+    run_wandb_stop,
+    wandb_run_path,
+)
 from streamwatch.actions.log import ActionLog
 from streamwatch.actions.record import ActionRecord, Status, describe
 from streamwatch.alerting.config import InhibitConfig
@@ -287,12 +296,21 @@ class Actor:
             return f"send {rule.signal} to {target} {rule.pid or self.pid}"
         if rule.do == "command":
             return f"run {rule.command!r}"
+        if rule.do == "wandb_stop":
+            return self._wandb_what(rule, inc)
         from streamwatch.actions.execute import stop_file_path
 
         try:
             return f"write {stop_file_path(rule, inc, step)}"
         except ValueError as exc:
             return f"not write the stop file: {exc}"
+
+    def _wandb_what(self, rule: ActionRule, inc: Incident) -> str:
+        run = self.runs.get(inc.run_id)
+        try:
+            return f"stop W&B run {wandb_run_path(rule, inc, run.tags if run else {})}"
+        except ActionFailed as exc:
+            return f"not stop a W&B run: {exc}"
 
     def _attempt(self, key: str, run: _Run, t: _Try) -> None:
         t.attempts += 1
@@ -304,6 +322,9 @@ class Actor:
             self.executor.submit(key, lambda: run_signal(rule, pid))
         elif rule.do == "command":
             self.executor.submit(key, lambda: run_command(rule, inc, step))
+        elif rule.do == "wandb_stop":
+            tags = dict(run.tags)
+            self.executor.submit(key, lambda: run_wandb_stop(wandb_run_path(rule, inc, tags)))
         else:
             self.executor.submit(key, lambda: run_stop_file(rule, inc, step))
 
