@@ -238,3 +238,73 @@ def wandb_run_dir(root: Path, name: str) -> Path:
         if name.encode() in log.read_bytes()[:4096]:
             return log.parent
     raise AssertionError(f"no run {name} under {root}")
+
+
+# -- console blocks: XTuner's RL trainer, AReaL's stats logger -----------------------------------
+
+
+def write_xtuner_console(path: Path, rows: Rows) -> Path:
+    """XTuner's RL trainer log (``xtuner/v1/train/rl_trainer.py``, ``_log_step``): the loguru
+    prefix ``[XTuner][time][INFO]``, ``Train step N/TOTAL``, then its timing, data and
+    throughput sections of ``- {name:<25}: {value:.4f}`` lines; an ``Eval:`` line between."""
+    total = max(step for step, _, _ in rows)
+    lines: list[str] = []
+    for step, _, values in rows:
+        lines.append(f"[XTuner][2025-10-01 12:00:00][INFO] Train step {step}/{total}")
+        lines.append(f"Train step {step} finished and timing listed:")
+        lines += [f" - {k:<25}: {v:.2f}s" for k, v in (("generation", 40.5), ("training", 9.25))]
+        lines.append(f" Train step {step} data statistics:")
+        lines += [f"- {k:<25}: {v:.4f}" for k, v in values.items()]
+        lines.append(f" Train step {step} throughput statistics:")
+        lines.append(f"- {'effective_tgs':<25}: {1234.5:.4f}")
+        lines.append(f"[XTuner][2025-10-01 12:00:01][INFO] Eval: accuracy: {0.5:.4f}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _fancy_grid(pairs: list[tuple[str, float]], col: int = 4) -> list[str]:
+    """``tabulate(column_major, floatfmt=".4e", tablefmt="fancy_grid")`` as AReaL's
+    ``tabulate_stats`` (``areal/utils/data.py``) calls it: ``col`` name/value pairs a row,
+    in column-major order."""
+    rows_n = (len(pairs) + col - 1) // col
+    table = [
+        [cell for j in range(col) if i + j * rows_n < len(pairs) for cell in pairs[i + j * rows_n]]
+        for i in range(rows_n)
+    ]
+    texts = [[c if isinstance(c, str) else f"{c:.4e}" for c in row] for row in table]
+    width = max(len(r) for r in texts)
+    texts = [r + [""] * (width - len(r)) for r in texts]
+    sizes = [max(len(r[k]) for r in texts) for k in range(width)]
+
+    def rule(left: str, mid: str, right: str, fill: str) -> str:
+        return left + mid.join(fill * (n + 2) for n in sizes) + right
+
+    body = [
+        "│ " + " │ ".join(c.ljust(n) for c, n in zip(r, sizes, strict=True)) + " │" for r in texts
+    ]
+    out = [rule("╒", "╤", "╕", "═")]
+    for i, line in enumerate(body):
+        out += [line] if i == 0 else [rule("├", "┼", "┤", "─"), line]
+    return [*out, rule("╘", "╧", "╛", "═")]
+
+
+def write_areal_console(path: Path, rows: Rows, steps_per_epoch: int = 10) -> Path:
+    """AReaL's stats logger (``areal/utils/stats_logger.py``, ``StatsLogger.commit``): its
+    logger's line (``areal/utils/logging.py``'s format) ``Epoch E/N Step S/M Train step G/T
+    done.``, ``Stats (1/1):``, then the step's stats as ``tabulate_stats`` prints them."""
+    total = max(step for step, _, _ in rows)
+    lines: list[str] = []
+    for step, _, values in rows:
+        epoch, within = divmod(step - 1, steps_per_epoch)
+        prefix = "[AReaL] 20250726-10:30:00.000 StatsLogger INFO:"
+        lines.append(
+            f"{prefix} Epoch {epoch + 1}/{total // steps_per_epoch + 1} Step {within + 1}/"
+            f"{steps_per_epoch} Train step {step}/{total} done."
+        )
+        lines.append(f"{prefix} Stats (1/1):")
+        lines.append(f"{prefix} ")
+        table = _fancy_grid(list(values.items()))
+        table[-1] += "\x1b[0m"  # colorlog's reset, which its log files keep
+        lines += table
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

@@ -63,6 +63,8 @@ def detect_format(path: str | Path) -> str:
         return "console"  # a printed Python dict, not JSON
     if text.startswith(b"{"):
         return _detect_json(path, head, whole)
+    if text.startswith(b"[") and b'"step"' in head:
+        return "hf"  # a bare log_history: json.dump(trainer.state.log_history, f)
     first_line = text.split(b"\n", 1)[0].decode("utf-8", "replace")
     try:
         header = next(csv.reader((first_line,)))
