@@ -109,3 +109,25 @@ def test_watch_command_summary_names_the_wandb_run(tmp_path: Path) -> None:
     assert "(wandb-run, run grpo-summary)" in done.stderr
     assert f"{STEPS} events" in done.stdout
     assert "run grpo-summary: 1 critical" in done.stdout
+
+
+def test_a_log_cut_short_or_corrupt_gives_the_steps_before(tmp_path: Path) -> None:
+    """A log cut in the middle of a record (a client killed mid-write) gives the whole
+    records before it; a corrupt byte ends the reading there, with a problem naming it."""
+    run_dir = logged_run(tmp_path / "src", "grpo-cut")
+    log = next(run_dir.glob("run-*.wandb"))
+    data = log.read_bytes()
+    cut = tmp_path / "cut" / log.name
+    cut.parent.mkdir()
+    cut.write_bytes(data[: len(data) // 2])
+    source = FileSource(cut)
+    halfway = [e.step for e in source]
+    assert halfway == list(range(1, len(halfway) + 1)) and 0 < len(halfway) < STEPS
+    broken = tmp_path / "broken" / log.name
+    broken.parent.mkdir()
+    middle = len(data) // 2
+    broken.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :])
+    source = FileSource(broken)
+    steps = [e.step for e in source]
+    assert len(steps) < STEPS and source.problems
+    assert "checksum does not match" in source.problems[0].reason

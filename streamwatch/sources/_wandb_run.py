@@ -53,6 +53,8 @@ HEADER_BYTES = _HEADER.size
 _RECORD = struct.Struct("<IHB")
 _BLOCK = 32768
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
+#: The most bytes of the log held at once (a record's part is at most one 32 KiB block).
+READ_BYTES = 16 * 2**20
 #: A record cut into parts larger than this is not kept (bounds memory).
 _MAX_RECORD = 256 * 2**20
 _TYPE_CRC = {t: zlib.crc32(bytes([t])) for t in (_FULL, _FIRST, _MIDDLE, _LAST)}
@@ -94,15 +96,20 @@ class RecordLog:
         self._parts: list[bytes] = []
 
     def read(self) -> Iterator[bytes]:
+        """The records written since the last read, read ``READ_BYTES`` at a time."""
         with open(self.path, "rb") as fh:
-            data = fh.read() if self.offset == 0 else _read_from(fh, self.offset)
-        base = self.offset
-        if base == 0:
-            if len(data) < _HEADER.size:
-                return
-            self._check_header(data)
-            self.offset = _HEADER.size
-        yield from self._records(data, base)
+            while True:
+                base = self.offset
+                fh.seek(base)
+                data = fh.read(READ_BYTES)
+                if base == 0:
+                    if len(data) < _HEADER.size:
+                        return
+                    self._check_header(data)
+                    self.offset = _HEADER.size
+                yield from self._records(data, base)
+                if len(data) < READ_BYTES or self.offset == base:
+                    return
 
     def _check_header(self, data: bytes) -> None:
         ident, magic, version = _HEADER.unpack_from(data)
@@ -153,12 +160,6 @@ class RecordLog:
             return None
         whole, self._parts = b"".join(self._parts), []
         return whole
-
-
-def _read_from(fh: Any, offset: int) -> bytes:
-    fh.seek(offset)
-    data: bytes = fh.read()
-    return data
 
 
 def _flat_config(items: Mapping[str, object], prefix: str = "") -> dict[str, object]:
