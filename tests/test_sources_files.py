@@ -780,7 +780,8 @@ def test_flat_jsonl_steps_times_and_what_is_not_a_metric(tmp_path: Path) -> None
     reasons = [p.reason for p in source.problems]
     assert reasons == [
         "no step (expected one of step, global_step, train/global_step, trainer/global_step,"
-        " global_step/max_steps, _step, iteration, system/step, grpo_step)",
+        " global_step/max_steps, _step, iteration, system/step, grpo_step, iter, batch,"
+        " episode)",
         "'step' value 'three' is not a step",
         "line carries no numeric values",
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -39,6 +40,8 @@ _SNIFF_BYTES = 64 * 1024
 #: metrics line: its patterns are looked for further in.
 _CONSOLE_SNIFF_BYTES = 4 * 2**20
 _SNIFF_LINES = 32
+#: A JSON list of objects (a log line may start with ``[`` too: ``[2025-07-26 10:00:00]``).
+_LIST_OF_OBJECTS = re.compile(rb"\[\s*\{")
 
 
 def detect_format(path: str | Path) -> str:
@@ -63,7 +66,7 @@ def detect_format(path: str | Path) -> str:
         return "console"  # a printed Python dict, not JSON
     if text.startswith(b"{"):
         return _detect_json(path, head, whole)
-    if text.startswith(b"[") and b'"step"' in head:
+    if _LIST_OF_OBJECTS.match(text) and b'"step"' in head:
         return "hf"  # a bare log_history: json.dump(trainer.state.log_history, f)
     first_line = text.split(b"\n", 1)[0].decode("utf-8", "replace")
     try:
