@@ -7,8 +7,7 @@ command may take its whole timeout; the caller's loop must not wait for it) and 
 outcomes back when asked: an action never raises into, or stops, the process that acts.
 
 >>> import os, signal, tempfile
->>> from streamwatch._install import install_hint
-from streamwatch.actions.config import ActionRule
+>>> from streamwatch.actions.config import ActionRule
 >>> from streamwatch.incidents import Incident
 >>> inc = Incident(id="a1", run_id="grpo-7", kind="entropy_collapse", severity="critical",
 ...     status="firing", indicator="entropy", metric="actor/entropy", step=800, message="m")
