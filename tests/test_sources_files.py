@@ -946,3 +946,15 @@ def test_random_bytes_named_as_an_event_file_are_a_problem(tmp_path: Path) -> No
     path = write(tmp_path, "events.out.tfevents.1.host", bytes(range(256)) * 2)
     events, source = read(path)
     assert events == [] and "no TensorBoard records" in only_problem(source).reason
+
+
+def test_a_wandb_run_log_without_the_extra_names_the_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A W&B transaction log is known by its header; without the ``wandb`` package the
+    error names the extra to install."""
+    path = write(tmp_path, "run-abc123.wandb", b":W&B\xe1\xbe\x00")
+    assert files_module.detect_format(path) == "wandb-run"
+    monkeypatch.setattr(files_module, "wandb_available", lambda: False)
+    with pytest.raises(ValueError, match=r"W&B run's log: install the extra: pip install"):
+        files_module.FileSource(path)
