@@ -954,7 +954,7 @@ def test_a_wandb_run_log_without_the_extra_names_the_install(
     """A W&B transaction log is known by its header; without the ``wandb`` package the
     error names the extra to install."""
     path = write(tmp_path, "run-abc123.wandb", b":W&B\xe1\xbe\x00")
-    assert files_module.detect_format(path) == "wandb-run"
+    assert detect_format(path) == "wandb-run"
     monkeypatch.setattr(files_module, "wandb_available", lambda: False)
     with pytest.raises(ValueError, match=r"W&B run's log: install the extra: pip install"):
-        files_module.FileSource(path)
+        FileSource(path)
