@@ -44,17 +44,19 @@ def test_replay_of_a_run_directory_gives_every_step_under_the_runs_name(tmp_path
 
 
 def test_a_wandb_folder_reads_each_run_once_and_nothing_else(tmp_path: Path) -> None:
-    """``wandb/`` with two runs, ``latest-run`` and the debug log links: each run's
-    transaction log once; its console output and debug logs are not read."""
-    for name in ("grpo-a", "grpo-b"):
+    """``wandb/`` with three runs, two of one name, ``latest-run`` and the debug log links:
+    each run's transaction log once (runs of one name told apart by their W&B ids); their
+    console output and debug logs are not read."""
+    for name in ("grpo-a", "grpo-b", "grpo-b"):  # grpo-b started again under its name
         logged_run(tmp_path, name)
     wandb_dir = tmp_path / "wandb"
     assert (wandb_dir / "latest-run").is_symlink()
     files = expand_paths([wandb_dir])
-    assert len(files) == 2 and all(f.suffix == ".wandb" for f in files)
+    assert len(files) == 3 and all(f.suffix == ".wandb" for f in files)
     events = list(read_events([wandb_dir]))
-    assert sorted({e.run_id for e in events}) == ["grpo-a", "grpo-b"]
-    assert len(events) == 2 * STEPS
+    b_ids = sorted(f.stem.removeprefix("run-") for f in files if b"grpo-b" in f.read_bytes())
+    assert sorted({e.run_id for e in events}) == ["grpo-a", *(f"grpo-b/{i}" for i in b_ids)]
+    assert len(events) == 3 * STEPS
     assert len(list(read_events([wandb_dir / "latest-run"]))) == STEPS
 
 

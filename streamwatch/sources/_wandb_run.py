@@ -42,6 +42,7 @@ __all__ = [
     "config_tags",
     "is_run_log",
     "read_wandb_run",
+    "run_identity",
     "wandb_available",
 ]
 
@@ -301,6 +302,21 @@ class RunState:
             obj["tags"] = dict(self.tags)
         event, problems = decode_event(obj, origin)
         return event, [p.reason for p in problems]
+
+
+def run_identity(path: Path, records: int = 64) -> tuple[str, str]:
+    """A W&B log's run name and W&B id, from its first records (the run record comes
+    first); empty when they are not written yet or the log is unreadable."""
+    state = RunState("")
+    log = RecordLog(path)
+    try:
+        for raw in log.read():
+            state.take(raw, "")
+            if state.wandb_id or log.records >= records:
+                break
+    except (OSError, ValueError):
+        pass
+    return state.name, state.wandb_id
 
 
 def read_wandb_run(ctx: ReadContext) -> Iterator[Event]:

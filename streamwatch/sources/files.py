@@ -32,7 +32,7 @@ from streamwatch._install import install_hint
 from streamwatch.events import Event, Problem
 from streamwatch.sources._reading import ReadContext, ReadStats
 from streamwatch.sources._tensorboard import tensorboard_available
-from streamwatch.sources._wandb_run import wandb_available
+from streamwatch.sources._wandb_run import run_identity, wandb_available
 from streamwatch.sources.formats import FORMATS, READERS, detect_format
 from streamwatch.sources.run_ids import default_run_id, run_ids
 
@@ -306,7 +306,22 @@ def open_sources(
     ids = path_ids if path_ids is not None else run_ids((s.path, s.format) for s in sources)
     for source in sources:
         source.path_id = ids.get(source.path, source.path_id)
+    if run_id is None:
+        _tell_wandb_runs_apart([s for s in sources if s.format == "wandb-run"])
     return sources
+
+
+def _tell_wandb_runs_apart(sources: list[FileSource]) -> None:
+    """W&B runs of one name but different W&B ids (a run started again under its name) are
+    named ``name/id``; the logs of one run (a resumed run's) keep its name."""
+    identities = {s.path: run_identity(s.path) for s in sources}
+    ids_of: dict[str, set[str]] = {}
+    for name, wandb_id in identities.values():
+        ids_of.setdefault(name, set()).add(wandb_id)
+    for source in sources:
+        name, wandb_id = identities[source.path]
+        if name and len(ids_of[name]) > 1:
+            source.run_id = f"{name}/{wandb_id}"
 
 
 def path_run_ids(paths: Sequence[str | Path], format: str | None = None) -> dict[Path, str]:
