@@ -24,6 +24,7 @@ EXTRAS = {
     "kafka": "kafka",
     "prometheus_client": "kafka",
     "tensorboard": "tensorboard",
+    "wandb": "wandb",
 }
 
 

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -164,3 +168,143 @@ def events_to_logs(events: Iterable[Event], heldout: str) -> Rows:
         if heldout in e.metrics:
             logs.append((e.step, ts, {heldout: e.metrics[heldout]}))
     return logs
+
+
+# -- W&B: a run logged by the real wandb client, offline (no server) -------------------------
+WANDB_STEPS = 30
+WANDB_NAN_STEP = 20
+#: A TRL GRPO run's names, as its W&B callback logs them; a NaN KL at step 20.
+WANDB_WRITER = textwrap.dedent(
+    """
+    import math, sys, time
+    import wandb
+
+    root, name, pause = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    config = {{"n_gpus": 4, "max_completion_length": 256, "learning_rate": 1e-6}}
+    # the client writes its log every 15 s by default; a test cannot wait that long
+    settings = wandb.Settings(x_transaction_log_flush_interval=0.1)
+    run = wandb.init(
+        mode="offline", dir=root, project="grpo", name=name, config=config, settings=settings
+    )
+    for s in range(1, {steps} + 1):
+        run.log(
+            {{
+                "train/reward": 0.2 + 0.01 * s,
+                "train/reward_std": 0.3,
+                "train/rewards/accuracy_reward/mean": 0.2 + 0.01 * s,
+                "train/entropy": 0.9 - 0.005 * s,
+                "train/kl": math.nan if s == {nan} else 0.001 * s,
+                "train/completions/mean_length": 120.0 + s,
+                "train/loss": 0.01,
+                "train/grad_norm": 0.5,
+                "train/learning_rate": 1e-6,
+            }},
+            step=s,
+        )
+        time.sleep(pause)
+    wandb.finish()
+    """
+).format(steps=WANDB_STEPS, nan=WANDB_NAN_STEP)
+
+
+def wandb_env(root: Path) -> dict[str, str]:
+    """The client's environment: offline, its files under ``root`` (none in the home)."""
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(root), "WANDB_SILENT": "true"}
+    for name in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        env[name] = str(root / ".wandb-home" / name.lower())
+    env.pop("WANDB_BASE_URL", None)
+    return env
+
+
+def write_wandb_run(root: Path, name: str, pause: float = 0.0) -> subprocess.Popen[bytes]:
+    """Start a process that logs a run of :data:`WANDB_STEPS` steps under ``root/wandb``."""
+    return subprocess.Popen(
+        [sys.executable, "-c", WANDB_WRITER, str(root), name, str(pause)],
+        env=wandb_env(root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def logged_wandb_run(root: Path, name: str) -> Path:
+    """A finished run's directory ``root/wandb/offline-run-<date>-<id>``."""
+    proc = write_wandb_run(root, name)
+    assert proc.wait(timeout=120) == 0
+    return wandb_run_dir(root, name)
+
+
+def wandb_run_dir(root: Path, name: str) -> Path:
+    for log in sorted((root / "wandb").glob("*run-*/run-*.wandb")):
+        if name.encode() in log.read_bytes()[:4096]:
+            return log.parent
+    raise AssertionError(f"no run {name} under {root}")
+
+
+# -- console blocks: XTuner's RL trainer, AReaL's stats logger -----------------------------------
+
+
+def write_xtuner_console(path: Path, rows: Rows) -> Path:
+    """XTuner's RL trainer log (``xtuner/v1/train/rl_trainer.py``, ``_log_step``): the loguru
+    prefix ``[XTuner][time][INFO]``, ``Train step N/TOTAL``, then its timing, data and
+    throughput sections of ``- {name:<25}: {value:.4f}`` lines; an ``Eval:`` line between."""
+    total = max(step for step, _, _ in rows)
+    lines: list[str] = []
+    for step, _, values in rows:
+        lines.append(f"[XTuner][2025-10-01 12:00:00][INFO] Train step {step}/{total}")
+        lines.append(f"Train step {step} finished and timing listed:")
+        lines += [f" - {k:<25}: {v:.2f}s" for k, v in (("generation", 40.5), ("training", 9.25))]
+        lines.append(f" Train step {step} data statistics:")
+        lines += [f"- {k:<25}: {v:.4f}" for k, v in values.items()]
+        lines.append(f" Train step {step} throughput statistics:")
+        lines.append(f"- {'effective_tgs':<25}: {1234.5:.4f}")
+        lines.append(f"[XTuner][2025-10-01 12:00:01][INFO] Eval: accuracy: {0.5:.4f}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _fancy_grid(pairs: list[tuple[str, float]], col: int = 4) -> list[str]:
+    """``tabulate(column_major, floatfmt=".4e", tablefmt="fancy_grid")`` as AReaL's
+    ``tabulate_stats`` (``areal/utils/data.py``) calls it: ``col`` name/value pairs a row,
+    in column-major order."""
+    rows_n = (len(pairs) + col - 1) // col
+    table = [
+        [cell for j in range(col) if i + j * rows_n < len(pairs) for cell in pairs[i + j * rows_n]]
+        for i in range(rows_n)
+    ]
+    texts = [[c if isinstance(c, str) else f"{c:.4e}" for c in row] for row in table]
+    width = max(len(r) for r in texts)
+    texts = [r + [""] * (width - len(r)) for r in texts]
+    sizes = [max(len(r[k]) for r in texts) for k in range(width)]
+
+    def rule(left: str, mid: str, right: str, fill: str) -> str:
+        return left + mid.join(fill * (n + 2) for n in sizes) + right
+
+    body = [
+        "│ " + " │ ".join(c.ljust(n) for c, n in zip(r, sizes, strict=True)) + " │" for r in texts
+    ]
+    out = [rule("╒", "╤", "╕", "═")]
+    for i, line in enumerate(body):
+        out += [line] if i == 0 else [rule("├", "┼", "┤", "─"), line]
+    return [*out, rule("╘", "╧", "╛", "═")]
+
+
+def write_areal_console(path: Path, rows: Rows, steps_per_epoch: int = 10) -> Path:
+    """AReaL's stats logger (``areal/utils/stats_logger.py``, ``StatsLogger.commit``): its
+    logger's line (``areal/utils/logging.py``'s format) ``Epoch E/N Step S/M Train step G/T
+    done.``, ``Stats (1/1):``, then the step's stats as ``tabulate_stats`` prints them."""
+    total = max(step for step, _, _ in rows)
+    lines: list[str] = []
+    for step, _, values in rows:
+        epoch, within = divmod(step - 1, steps_per_epoch)
+        prefix = "[AReaL] 20250726-10:30:00.000 StatsLogger INFO:"
+        lines.append(
+            f"{prefix} Epoch {epoch + 1}/{total // steps_per_epoch + 1} Step {within + 1}/"
+            f"{steps_per_epoch} Train step {step}/{total} done."
+        )
+        lines.append(f"{prefix} Stats (1/1):")
+        lines.append(f"{prefix} ")
+        table = _fancy_grid(list(values.items()))
+        table[-1] += "\x1b[0m"  # colorlog's reset, which its log files keep
+        lines += table
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

@@ -797,7 +797,8 @@ def test_flat_jsonl_steps_times_and_what_is_not_a_metric(tmp_path: Path) -> None
     reasons = [p.reason for p in source.problems]
     assert reasons == [
         "no step (expected one of step, global_step, train/global_step, trainer/global_step,"
-        " global_step/max_steps, _step, iteration, system/step, grpo_step)",
+        " global_step/max_steps, _step, iteration, system/step, grpo_step, iter, batch,"
+        " episode)",
         "'step' value 'three' is not a step",
         "line carries no numeric values",
     ]
@@ -962,3 +963,15 @@ def test_random_bytes_named_as_an_event_file_are_a_problem(tmp_path: Path) -> No
     path = write(tmp_path, "events.out.tfevents.1.host", bytes(range(256)) * 2)
     events, source = read(path)
     assert events == [] and "no TensorBoard records" in only_problem(source).reason
+
+
+def test_a_wandb_run_log_without_the_extra_names_the_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A W&B transaction log is known by its header; without the ``wandb`` package the
+    error names the extra to install."""
+    path = write(tmp_path, "run-abc123.wandb", b":W&B\xe1\xbe\x00")
+    assert detect_format(path) == "wandb-run"
+    monkeypatch.setattr(files_module, "wandb_available", lambda: False)
+    with pytest.raises(ValueError, match=r"W&B run's log: install the extra: pip install"):
+        FileSource(path)

@@ -35,11 +35,14 @@ from streamwatch.actions.config import ActionRule, check_rules
 from streamwatch.actions.decide import ActDecision, ActReason, decide_action
 from streamwatch.actions.execute import (
     MAX_CONCURRENT,
+    ActionFailed,
     Executor,
     Outcome,
     run_command,
     run_signal,
     run_stop_file,
+    run_wandb_stop,
+    wandb_run_path,
 )
 from streamwatch.actions.log import ActionLog
 from streamwatch.actions.record import (
@@ -374,12 +377,21 @@ class Actor:
             return f"send {rule.signal} to {target} {rule.pid or self.pid}"
         if rule.do == "command":
             return f"run {rule.command!r}"
+        if rule.do == "wandb_stop":
+            return self._wandb_what(rule, inc)
         from streamwatch.actions.execute import stop_file_path
 
         try:
             return f"write {stop_file_path(rule, inc, step)}"
         except ValueError as exc:
             return f"not write the stop file: {exc}"
+
+    def _wandb_what(self, rule: ActionRule, inc: Incident) -> str:
+        run = self.runs.get(inc.run_id)
+        try:
+            return f"stop W&B run {wandb_run_path(rule, inc, run.tags if run else {})}"
+        except ActionFailed as exc:
+            return f"not stop a W&B run: {exc}"
 
     def _attempt(self, key: str, run: _Run, t: _Try) -> None:
         """One attempt: its intent recorded (durably, in the action log) before it runs on
@@ -395,6 +407,9 @@ class Actor:
             attempt = lambda: run_signal(rule, pid)  # noqa: E731
         elif rule.do == "command":
             attempt = lambda: run_command(rule, inc, step, aid)  # noqa: E731
+        elif rule.do == "wandb_stop":
+            tags = dict(run.tags)
+            attempt = lambda: run_wandb_stop(wandb_run_path(rule, inc, tags))  # noqa: E731
         else:
             attempt = lambda: run_stop_file(rule, inc, step)  # noqa: E731
         self.executor.submit(key, attempt, lane=inc.run_id)

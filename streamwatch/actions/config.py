@@ -19,7 +19,7 @@ An example::
 
     [[actions]]
     name = "stop-collapse"
-    do = "stop"                 # stop | signal | command | stop_file
+    do = "stop"                 # stop | signal | command | stop_file | wandb_stop
     kinds = ["entropy_collapse", "reward_collapse"]
     run_id = "grpo-*"
     tags = { team = "rl" }      # the run's event tags must match (globs)
@@ -41,7 +41,7 @@ from streamwatch.incidents import KINDS, Severity
 
 __all__ = ["PATH_FIELDS", "ActionRule", "Do", "check_rules"]
 
-Do = Literal["stop", "signal", "command", "stop_file"]
+Do = Literal["stop", "signal", "command", "stop_file", "wandb_stop"]
 
 #: Fields a ``stop_file`` path template may use.
 PATH_FIELDS = frozenset({"run_id", "kind", "indicator", "id", "step"})
@@ -74,6 +74,12 @@ class ActionRule(BaseModel):
     timeout: float = Field(30.0, gt=0, description="command: seconds before it is killed")
     # stop_file
     path: str | None = Field(None, description="stop_file: path template, e.g. /ckpt/{run_id}.stop")
+    # wandb_stop
+    wandb_path: str | None = Field(
+        None,
+        description="wandb_stop: the run's W&B path template, e.g. team/grpo/{run_id}; default:"
+        " the path its events' wandb_path tag gives (a W&B run directory's log)",
+    )
     # failures
     retries: int = Field(2, ge=0, description="tries after a failed one, then it is set aside")
     retry_seconds: float = Field(5.0, ge=0, description="between tries")
@@ -100,10 +106,9 @@ class ActionRule(BaseModel):
         elif self.do == "stop_file":
             if not self.path:
                 raise ValueError(f"{me}: do = 'stop_file' needs path")
-            names = {n for _, n, _, _ in string.Formatter().parse(self.path) if n is not None}
-            if names - PATH_FIELDS:
-                extra, known = sorted(names - PATH_FIELDS), sorted(PATH_FIELDS)
-                raise ValueError(f"{me}: path: unknown field(s) {extra}; known: {known}")
+            _check_fields(me, "path", self.path)
+        elif self.do == "wandb_stop" and self.wandb_path is not None:
+            _check_fields(me, "wandb_path", self.wandb_path)
         return self
 
     @property
@@ -128,3 +133,11 @@ def check_rules(rules: Sequence[ActionRule], *, stop: bool, pid: int | None = No
             )
         if r.do == "signal" and r.pid is None and pid is None:
             raise ValueError(f"action {r.name!r}: do = 'signal' needs pid (or --stop-pid PID)")
+
+
+def _check_fields(me: str, what: str, template: str) -> None:
+    """Raise ValueError when a template names a field an incident does not give."""
+    names = {n for _, n, _, _ in string.Formatter().parse(template) if n is not None}
+    if names - PATH_FIELDS:
+        extra, known = sorted(names - PATH_FIELDS), sorted(PATH_FIELDS)
+        raise ValueError(f"{me}: {what}: unknown field(s) {extra}; known: {known}")

@@ -1,4 +1,5 @@
-"""Carrying actions out: a signal, a shell command, a stop file; on a worker thread.
+"""Carrying actions out: a signal, a shell command, a stop file, a W&B run stopped through
+W&B; on a worker thread.
 
 Each ``run_*`` function does one attempt and returns what it did, or raises
 :class:`ActionFailed` saying why. :class:`Executor` runs attempts on a small pool of daemon
@@ -32,11 +33,13 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from streamwatch.actions.args import MAX_CONCURRENT
+from streamwatch._install import install_hint
 from streamwatch.actions.config import ActionRule
 from streamwatch.incidents import Incident
 from streamwatch.names import file_name, for_env, path_inside, template_directory
@@ -51,6 +54,8 @@ __all__ = [
     "run_command",
     "run_signal",
     "run_stop_file",
+    "run_wandb_stop",
+    "wandb_run_path",
 ]
 
 log = logging.getLogger(__name__)
@@ -174,6 +179,50 @@ def run_stop_file(rule: ActionRule, inc: Incident, step: int) -> str:
     except OSError as exc:
         raise ActionFailed(f"cannot write {path}: {exc.strerror or exc}") from exc
     return f"wrote {path}"
+
+
+#: The tag a W&B run's events carry: its path, ``entity/project/run_id``.
+WANDB_PATH_TAG = "wandb_path"
+#: The mutation the W&B client sends for ``Run.stop()`` (the App's "Stop run" button): for
+#: clients whose public API has no ``stop``.
+STOP_RUN = "mutation StopRun($id: ID!) { stopRun(input: {id: $id}) { success } }"
+
+
+def wandb_run_path(rule: ActionRule, inc: Incident, tags: Mapping[str, str]) -> str:
+    """The W&B path of the incident's run: the rule's template filled in, else the run's
+    ``wandb_path`` tag; raises ActionFailed when neither gives one."""
+    if rule.wandb_path is not None:
+        texts = {"run_id": inc.run_id, "kind": inc.kind, "indicator": inc.indicator, "id": inc.id}
+        return rule.wandb_path.format(**texts, step=inc.step)
+    path = tags.get(WANDB_PATH_TAG)
+    if not path:
+        raise ActionFailed(
+            f"no W&B path for run {inc.run_id}: its events carry no {WANDB_PATH_TAG} tag"
+            " (give wandb_path in the rule, e.g. entity/project/{run_id})"
+        )
+    return path
+
+
+def run_wandb_stop(path: str) -> str:
+    """Ask W&B to stop the run at ``path`` (its process stops at its next heartbeat), with
+    the ``wandb`` package's public API (its credentials: ``WANDB_API_KEY``, ``wandb login``;
+    its server: ``WANDB_BASE_URL``)."""
+    try:
+        import wandb
+    except ImportError:
+        hint = install_hint("wandb")
+        raise ActionFailed(f"the wandb package is not installed: {hint}") from None
+    try:
+        run: Any = wandb.Api().run(path)
+        if hasattr(run, "stop"):
+            run.stop()
+        else:  # clients before Run.stop(): the mutation it sends
+            from wandb_gql import gql
+
+            run.client.execute(gql(STOP_RUN), variable_values={"id": run.id})
+    except Exception as exc:  # wandb raises CommError, ValueError, requests' errors...
+        raise ActionFailed(f"W&B did not stop run {path}: {type(exc).__name__}: {exc}") from exc
+    return f"stop requested from W&B for run {path}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,12 +41,14 @@ _WHAT = {
     "signal": "signal sent",
     "command": "command run",
     "stop_file": "stop file written",
+    "wandb_stop": "W&B run stop requested",
 }
 _WOULD = {
     "stop": "would stop the run",
     "signal": "would send a signal",
     "command": "would run the command",
     "stop_file": "would write the stop file",
+    "wandb_stop": "would stop the W&B run",
 }
 
 

@@ -55,7 +55,8 @@ def describe_follower(
     path gives (told apart by ``names``)."""
     runs = list(dict.fromkeys(e.run_id for e in events))
     if not runs and follower.format != "tensorboard":
-        runs = [run_id or (names or RunIds())(follower.path, follower.format)]
+        own = run_id or follower.run_name
+        runs = [own or (names or RunIds())(follower.path, follower.format)]
     if not runs:
         who = "no event yet"
     else:

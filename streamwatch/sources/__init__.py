@@ -1,5 +1,6 @@
 """Where events come from: recorded files (streamwatch, verl and flat JSONL, HF
-trainer_state.json, W&B CSV exports, console logs, TensorBoard event files)."""
+trainer_state.json, W&B CSV exports, console logs, TensorBoard event files, W&B run
+directories' transaction logs)."""
 
 from streamwatch.sources.files import (
     MAX_KEPT_PROBLEMS,

@@ -1,6 +1,6 @@
 """Console logs: the metrics lines frameworks print, among everything else a job prints.
 
-Four kinds of line are read, anywhere in a line (after a Ray prefix such as
+Five kinds of line are read, anywhere in a line (after a Ray prefix such as
 ``(TaskRunner pid=1)``, a logger's time stamp, or tqdm's progress bar):
 
 - verl's console logger: ``step:59 - actor/entropy:0.41 - critic/score/mean:0.7 - ...``;
@@ -17,6 +17,9 @@ Four kinds of line are read, anywhere in a line (after a Ray prefix such as
   all, a dict's step is its place among the training dicts (1, 2, ...); an evaluation dict
   (``eval_*`` only) or the closing summary (``train_runtime``) takes the step of the dict
   before it.
+
+- the blocks XTuner's RL trainer and AReaL's stats logger print, a step header and its
+  values (:mod:`~streamwatch.sources._blocks`).
 
 Every other line is not metrics and is passed over without a problem.
 
@@ -38,6 +41,8 @@ import re
 from collections.abc import Iterator
 
 from streamwatch.events import Event, to_float
+from streamwatch.sources._blocks import SNIFF as BLOCK_SNIFF
+from streamwatch.sources._blocks import Blocks
 from streamwatch.sources._reading import ReadContext, preview
 
 __all__ = ["looks_like_console", "parse_mlx", "parse_printed_dict", "parse_verl", "read_console"]
@@ -58,6 +63,7 @@ _SNIFF = (
     re.compile(rb"metrics_tag: \{"),
     re.compile(rb"\{'[\w/@.-]+': ['\"]?-?(?:\d|nan|inf)"),
     re.compile(rb"(?:^|\s)Iter \d+: [A-Za-z][\w /]* -?\d"),
+    *BLOCK_SNIFF,
 )
 
 
@@ -180,8 +186,17 @@ def read_console(ctx: ReadContext) -> Iterator[Event]:
     ctx.line_run_id = run_id
     bar = _Bar()
     dicts = _DictSteps()
+    blocks = Blocks()
     for lineno, raw in ctx.lines():
         line = raw.decode("utf-8", "replace")
+        inside, block = blocks.feed(line.rstrip("\r\n"))
+        if block is not None:
+            ctx.stats.step_source = "the step header of XTuner's or AReaL's blocks"
+            done = _event(ctx, lineno, block[0], block[1])
+            if done is not None:
+                yield done
+        if inside:
+            continue
         roll = line.find(_ROLL)
         if roll >= 0:
             ctx.stats.step_source = "ROLL's metrics_tag 'step'"
@@ -202,6 +217,11 @@ def read_console(ctx: ReadContext) -> Iterator[Event]:
             continue
         if event is not None:
             yield event
+    block = blocks.close()
+    if block is not None:
+        done = _event(ctx, ctx.stats.lines, block[0], block[1])
+        if done is not None:
+            yield done
 
 
 def _event(ctx: ReadContext, lineno: int, step: int, values: dict[str, str]) -> Event | None:

@@ -6,7 +6,9 @@ dict per step (``global_step``, W&B's ``_step``...). Values that are not numbers
 ``"1.79%"``, lists, ``null``) are not metrics and are left out. A logger that nests its metrics
 by group, as EasyR1's ``experiment_log.jsonl`` does (``{"step": 1, "actor": {"kl_loss": ...},
 "critic": {"score": {"mean": ...}}}``), is read with the groups joined by ``/``: verl's names.
-ROLL's per-step records carry their step as ``system/step``. A logger that writes several
+ROLL's per-step records carry their step as ``system/step``; loggers that count iterations,
+batches or episodes (``{"iteration": 3, "rewards": {"mean": 0.5}}``) carry it as
+``iteration``, ``iter``, ``batch`` or ``episode``. A logger that writes several
 kinds of record at one step, told apart by a ``type`` word (``{"type": "eval", "grpo_step":
 5, "reward": ...}``, ``{"type": "rollout", "grpo_step": 5, "reward": ...}``), has each kind's
 entries read under that word: ``eval/reward``, ``rollout/reward``. A record that says it is an
@@ -50,6 +52,9 @@ STEP_KEYS = (
     "iteration",
     "system/step",
     "grpo_step",
+    "iter",
+    "batch",
+    "episode",
 )
 #: Keys that may hold the time of the line, in unix seconds.
 TIME_KEYS = ("time", "timestamp", "_timestamp", "wall_time")

@@ -1,4 +1,5 @@
-"""Hugging Face ``trainer_state.json``: one event per ``log_history`` entry."""
+"""Hugging Face ``trainer_state.json``, or its ``log_history`` saved alone as a JSON list: one
+event per ``log_history`` entry."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def read_trainer_state(ctx: ReadContext) -> Iterator[Event]:
     ok, doc = ctx.parse_json(1, raw, document=True)
     if not ok:
         return
-    history = doc.get("log_history") if isinstance(doc, dict) else None
+    # a bare list is a log_history saved on its own (json.dump(trainer.state.log_history, f))
+    history = doc.get("log_history") if isinstance(doc, dict) else doc
     if not isinstance(history, list):
         ctx.problem(1, "no 'log_history' list: not a trainer_state.json", run_id)
         return

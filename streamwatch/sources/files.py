@@ -22,6 +22,7 @@ the file is still read.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from streamwatch._install import install_hint
 from streamwatch.events import Event, Problem
 from streamwatch.sources._reading import ReadContext, ReadStats
 from streamwatch.sources._tensorboard import tensorboard_available
+from streamwatch.sources._wandb_run import run_identity, wandb_available
 from streamwatch.sources.formats import FORMATS, READERS, detect_format
 from streamwatch.sources.run_ids import default_run_id, run_ids
 
@@ -92,6 +94,9 @@ class FileSource:
         if self.format == "tensorboard" and not tensorboard_available():
             hint = install_hint("tensorboard")
             raise ValueError(f"{self.path} is a TensorBoard event file: install the extra: {hint}")
+        if self.format == "wandb-run" and not wandb_available():
+            hint = install_hint("wandb")
+            raise ValueError(f"{self.path} is a W&B run's log: install the extra: {hint}")
         self.run_id = run_id
         self.path_id: str = path_id or default_run_id(self.path, self.format)
         self.size: int = info.st_size
@@ -126,8 +131,16 @@ class FileSource:
 
 
 #: Names a log may have in a directory (its format is then judged from its content).
-LOG_SUFFIXES = frozenset({".jsonl", ".json", ".log", ".txt", ".csv", ".out"})
+LOG_SUFFIXES = frozenset({".jsonl", ".json", ".log", ".txt", ".csv", ".out", ".wandb"})
 TRAINER_STATE = "trainer_state.json"
+#: A W&B run directory's transaction log (``wandb/run-<date>-<id>/run-<id>.wandb``): the
+#: rest of its directory (``files/``, ``logs/``: console output, debug logs) is not read.
+_WANDB_LOG = re.compile(r"run-[\w-]+\.wandb")
+#: A W&B run directory's name (``run-20250101_120000-abc123``, ``offline-run-...``), known
+#: by it before its log is written.
+_WANDB_RUN_DIR = re.compile(r"(?:offline-)?run-\d{8}_\d{6}-\w+|latest-run")
+#: A ``wandb/`` folder's links to its newest run and that run's debug logs: read as the run.
+_WANDB_LINKS = frozenset({"latest-run", "debug.log", "debug-internal.log"})
 
 
 @dataclass
@@ -169,7 +182,9 @@ def list_directory(path: Path) -> DirectoryListing:
     when the output directory holds TensorBoard event files (the Trainer's ``runs/``), which
     log the same history as it happens. Hidden directories are passed over, and in a
     ``checkpoint-N`` directory everything but its trainer_state.json (model and optimizer
-    files)."""
+    files). Of a W&B run directory (``wandb/run-<date>-<id>/``) only its transaction log
+    ``run-<id>.wandb`` is read (it holds every logged step; the rest is console output and
+    debug logs), and a ``wandb/`` folder's ``latest-run`` link is not walked (its run is)."""
     listing = DirectoryListing()
     seen: set[str] = set()  # directories reached through symbolic links are read once
     for root, dirs, files in os.walk(path, followlinks=True):
@@ -180,9 +195,19 @@ def list_directory(path: Path) -> DirectoryListing:
             continue
         seen.add(real)
         in_checkpoint = _checkpoint_number(here.name) is not None
-        dirs[:] = [] if in_checkpoint else sorted(d for d in dirs if not d.startswith("."))
+        wandb_run = bool(_WANDB_RUN_DIR.fullmatch(here.name)) or any(
+            _WANDB_LOG.fullmatch(name) for name in files
+        )
+        skip = in_checkpoint or wandb_run
+        dirs[:] = [] if skip else sorted(d for d in dirs if _walked(here, d, dirs))
         for name in sorted(files):
             f = here / name
+            if wandb_run:
+                if _WANDB_LOG.fullmatch(name):
+                    listing.logs.append(f)
+                continue
+            if name in _WANDB_LINKS and _links_to_wandb_run(f):
+                continue
             if name == TRAINER_STATE:
                 out_dir = here.parent if in_checkpoint else here
                 listing.states[out_dir] = _newer_state(listing.states.get(out_dir), f)
@@ -198,6 +223,19 @@ def list_directory(path: Path) -> DirectoryListing:
             why = "the same history as the TensorBoard event files beside it, which are read"
             listing.passed_over.append((state, why))
     return listing
+
+
+def _links_to_wandb_run(f: Path) -> bool:
+    """Whether a file is a ``wandb/`` folder's link into one of its runs (``debug.log``)."""
+    if not f.is_symlink():
+        return False
+    return bool(_WANDB_RUN_DIR.fullmatch(Path(os.readlink(f)).parts[0]))
+
+
+def _walked(here: Path, name: str, dirs: list[str]) -> bool:
+    """Whether a subdirectory is walked: not a hidden one, nor a ``wandb/`` folder's
+    ``latest-run`` link (its run is walked under its own name)."""
+    return not name.startswith(".") and not (name == "latest-run" and (here / name).is_symlink())
 
 
 def expand_paths(
@@ -268,7 +306,22 @@ def open_sources(
     ids = path_ids if path_ids is not None else run_ids((s.path, s.format) for s in sources)
     for source in sources:
         source.path_id = ids.get(source.path, source.path_id)
+    if run_id is None:
+        _tell_wandb_runs_apart([s for s in sources if s.format == "wandb-run"])
     return sources
+
+
+def _tell_wandb_runs_apart(sources: list[FileSource]) -> None:
+    """W&B runs of one name but different W&B ids (a run started again under its name) are
+    named ``name/id``; the logs of one run (a resumed run's) keep its name."""
+    identities = {s.path: run_identity(s.path) for s in sources}
+    ids_of: dict[str, set[str]] = {}
+    for name, wandb_id in identities.values():
+        ids_of.setdefault(name, set()).add(wandb_id)
+    for source in sources:
+        name, wandb_id = identities[source.path]
+        if name and len(ids_of[name]) > 1:
+            source.run_id = f"{name}/{wandb_id}"
 
 
 def path_run_ids(paths: Sequence[str | Path], format: str | None = None) -> dict[Path, str]:

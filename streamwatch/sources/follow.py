@@ -1,5 +1,6 @@
 """Growing logs, read as training writes them: new lines of a text log, new records and new
-event files of a TensorBoard directory, the new entries of a rewritten trainer_state.json, and
+event files of a TensorBoard directory, new records of a W&B run's transaction log (and new
+runs of a ``wandb/`` folder as they start), the new entries of a rewritten trainer_state.json, and
 in a directory every log a replay of it reads (:func:`~streamwatch.sources.files.
 list_directory`), new ones as they appear (a Hugging Face output directory's newest
 ``checkpoint-N/trainer_state.json`` as each save writes one).
@@ -28,15 +29,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from streamwatch._install import install_hint
 from streamwatch.events import Event, Problem, decode_event
 from streamwatch.sources._reading import BOM, ReadContext, ReadStats
 from streamwatch.sources._tensorboard import _MAX_GROUP as _TB_MAX_GROUP
 from streamwatch.sources._tensorboard import _scalars
+from streamwatch.sources._wandb_run import HEADER_BYTES, RecordLog, RunState, wandb_available
 from streamwatch.sources.files import FileSource, list_directory, unreadable
 from streamwatch.sources.formats import READERS, detect_format
 from streamwatch.sources.run_ids import RunIds
 
-__all__ = ["READ_BYTES", "Directory", "Follower", "follow", "logs_in"]
+__all__ = ["READ_BYTES", "Directory", "Follower", "WandbRun", "follow", "logs_in"]
 
 #: The most bytes one poll reads of a text log (whole lines of it; the rest waits).
 READ_BYTES = 4 * 2**20
@@ -68,6 +71,11 @@ class Follower:
         after following began. (A follower that reads its path whole at each poll has caught
         up once it has polled.)"""
         return self._polled or not self.replay
+
+    @property
+    def run_name(self) -> str | None:
+        """The run its log names before any event (a W&B run's name), if it names one."""
+        return None
 
     @property
     def behind(self) -> bool:
@@ -127,6 +135,8 @@ def follow(
         follower = TensorBoardDir(p, run_id, on_problem, names)
     elif fmt == "hf":
         follower = RewrittenDocument(p, fmt, run_id, on_problem, names)
+    elif fmt == "wandb-run":
+        follower = WandbRun(p, run_id, on_problem, names)
     else:
         follower = TextLog(p, fmt, run_id, on_problem, max_line_bytes, max_read_bytes, names)
     follower.replay = replay
@@ -152,6 +162,16 @@ def logs_in(paths: list[Path], format: str | None = None) -> list[tuple[Path, st
             except (OSError, ValueError):
                 continue
     return out
+
+
+def _not_ready(log: Path, fmt: str, size: int) -> str | None:
+    """Why a W&B run's log is not followed yet: the extra is missing, or the client has
+    written its header only (its first records name the run)."""
+    if fmt != "wandb-run":
+        return None
+    if not wandb_available():
+        return f"{log} is a W&B run's log: install the extra: {install_hint('wandb')}"
+    return f"{log}: no record written yet" if size <= HEADER_BYTES else None
 
 
 class _FedContext(ReadContext):
@@ -358,6 +378,61 @@ class RewrittenDocument(Follower):
         return new
 
 
+class WandbRun(Follower):
+    """A W&B run's transaction log (``run-<id>.wandb``): the history records written since
+    the last poll, each one event, read from where the last poll ended. A corrupt record
+    ends the reading of the log (reported once)."""
+
+    def __init__(
+        self, path: Path, run_id: str | None, report: Report, names: RunIds | None = None
+    ) -> None:
+        if not wandb_available():
+            hint = install_hint("wandb")
+            raise ValueError(f"{path} is a W&B run's log: install the extra: {hint}")
+        self.path = path
+        self.format = "wandb-run"
+        self._report = report
+        self._log = RecordLog(path)
+        self.state = RunState((names or RunIds())(path, "wandb-run"), run_id)
+        self._broken = False
+        try:
+            self._backlog = path.stat().st_size
+        except FileNotFoundError:
+            self._backlog = 0
+
+    @property
+    def caught_up(self) -> bool:
+        return not self.replay or self._log.offset >= self._backlog
+
+    @property
+    def run_name(self) -> str | None:
+        return self.state.run_id if self.state.name or self.state.override else None
+
+    def poll(self) -> list[Event]:
+        self._polled = True
+        out: list[Event] = []
+        if self._broken:
+            return out
+        try:
+            for raw in self._log.read():
+                self._take(raw, out)
+        except FileNotFoundError:
+            return out
+        except ValueError as exc:
+            self._broken = True
+            where = f"{self.path}:record {self._log.records + 1}"
+            self._report(Problem(where, f"{exc}; not read further", self.state.run_id))
+        return out
+
+    def _take(self, raw: bytes, out: list[Event]) -> None:
+        where = f"{self.path}:record {self._log.records}"
+        event, reasons = self.state.take(raw, where)
+        for reason in reasons:
+            self._report(Problem(where, reason, self.state.run_id))
+        if event is not None:
+            out.append(event)
+
+
 class _EventFile:
     def __init__(self, path: Path) -> None:
         from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
@@ -533,7 +608,10 @@ class Directory(Follower):
         why = None if self._format else unreadable(log)
         if why is None:
             try:
-                return self._format or detect_format(log)
+                fmt = self._format or detect_format(log)
+                why = _not_ready(log, fmt, size)
+                if why is None:
+                    return fmt
             except (OSError, ValueError) as exc:
                 why = str(exc)
         self.not_followed[log] = why
@@ -542,7 +620,7 @@ class Directory(Follower):
     def _follow(self, log: Path, fmt: str) -> None:
         self.not_followed.pop(log, None)
         self._judged.pop(log, None)
-        if fmt not in ("hf", "tensorboard") and self._text_logs() >= self._max_logs:
+        if fmt not in ("hf", "tensorboard", "wandb-run") and self._text_logs() >= self._max_logs:
             self.not_followed[log] = (
                 f"{self._max_logs} text logs of this directory are followed already, the most"
                 " one directory follows (watch a subdirectory, or each run's log)"
@@ -550,6 +628,8 @@ class Directory(Follower):
             return
         if fmt == "hf":
             self._add(log, RewrittenDocument(log, fmt, self._run_id, self._report, self._names))
+        elif fmt == "wandb-run":
+            self._add(log, WandbRun(log, self._run_id, self._report, self._names))
         elif fmt != "tensorboard":
             text = TextLog(
                 log, fmt, self._run_id, self._report, self._limit, self._read_bytes, self._names

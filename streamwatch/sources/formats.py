@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,12 +16,13 @@ from streamwatch.sources._reading import BOM, ReadContext, preview
 from streamwatch.sources._tensorboard import is_event_file, read_tensorboard
 from streamwatch.sources._trainer_state import read_trainer_state
 from streamwatch.sources._wandb_csv import STEP_COLUMNS, read_wandb_csv
+from streamwatch.sources._wandb_run import is_run_log, read_wandb_run
 
 __all__ = ["FORMATS", "READERS", "detect_format"]
 
 #: Reader per format name: streamwatch JSONL, verl file-logger JSONL, HF trainer_state.json,
 #: W&B CSV export, flat JSONL (prime-rl, ms-swift), console logs (verl, ROLL, HF/TRL),
-#: TensorBoard event files.
+#: TensorBoard event files, W&B run directories' transaction logs (``run-<id>.wandb``).
 READERS: dict[str, Callable[[ReadContext], Iterator[Event]]] = {
     "streamwatch": read_streamwatch,
     "verl": read_verl,
@@ -29,6 +31,7 @@ READERS: dict[str, Callable[[ReadContext], Iterator[Event]]] = {
     "flat": read_flat,
     "console": read_console,
     "tensorboard": read_tensorboard,
+    "wandb-run": read_wandb_run,
 }
 FORMATS = tuple(READERS)
 
@@ -37,6 +40,8 @@ _SNIFF_BYTES = 64 * 1024
 #: metrics line: its patterns are looked for further in.
 _CONSOLE_SNIFF_BYTES = 4 * 2**20
 _SNIFF_LINES = 32
+#: A JSON list of objects (a log line may start with ``[`` too: ``[2025-07-26 10:00:00]``).
+_LIST_OF_OBJECTS = re.compile(rb"\[\s*\{")
 
 
 def detect_format(path: str | Path) -> str:
@@ -50,6 +55,8 @@ def detect_format(path: str | Path) -> str:
         head = fh.read(_SNIFF_BYTES)
     if is_event_file(path, head):
         return "tensorboard"
+    if is_run_log(head):
+        return "wandb-run"
     whole = len(head) < _SNIFF_BYTES
     head = head.removeprefix(BOM)
     text = head.lstrip()
@@ -59,6 +66,8 @@ def detect_format(path: str | Path) -> str:
         return "console"  # a printed Python dict, not JSON
     if text.startswith(b"{"):
         return _detect_json(path, head, whole)
+    if _LIST_OF_OBJECTS.match(text) and b'"step"' in head:
+        return "hf"  # a bare log_history: json.dump(trainer.state.log_history, f)
     first_line = text.split(b"\n", 1)[0].decode("utf-8", "replace")
     try:
         header = next(csv.reader((first_line,)))
@@ -150,5 +159,6 @@ def _unknown(
     return ValueError(
         f"{path}: {verdict} ({found}); expected streamwatch, verl or flat JSONL,"
         " a trainer_state.json, a W&B CSV export, a console log of verl, ROLL or the HF"
-        f" Trainer, or a TensorBoard event file (choose one with --format: {', '.join(READERS)})"
+        " Trainer, a TensorBoard event file or a W&B run's run-<id>.wandb"
+        f" (choose one with --format: {', '.join(READERS)})"
     )

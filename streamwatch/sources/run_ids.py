@@ -96,6 +96,8 @@ def default_run_id(path: Path, format: str) -> str:
         return path.absolute().parent.name or path.name
     if format == "hf" and path.name == "trainer_state.json":
         return _output_dir(path).name or path.stem
+    if format == "wandb-run":  # run-<id>.wandb: its W&B id (the data names the run)
+        return path.stem.removeprefix("run-") or path.name
     return path.stem or path.name
 
 
