@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streamwatch.actions.args import MAX_CONCURRENT
 from streamwatch._install import install_hint
+from streamwatch.actions.args import MAX_CONCURRENT
 from streamwatch.actions.config import ActionRule
 from streamwatch.incidents import Incident
 from streamwatch.names import file_name, for_env, path_inside, template_directory
