@@ -182,7 +182,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     c.add_argument("path", metavar="FILE", help="the config file, TOML or JSON")
     c.add_argument(
         "--for",
-        dest="for_command",
+        dest="for",
         choices=("watch", "run"),
         default="watch",
         help="the command the config is for: its [[actions]] are refused as that command "

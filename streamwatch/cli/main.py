@@ -311,7 +311,7 @@ def _check_config(args: argparse.Namespace) -> int:
     unset = unset_references(args.path)
     with stand_ins(unset):
         config = load_config(args.path)
-    for_command = getattr(args, "for_command", "watch")
+    for_command = str(getattr(args, "for", None) or "watch")
     try:  # what the command would refuse at its start, refused here
         check_rules(config.actions, stop=for_command == "run")
     except ValueError as exc:
