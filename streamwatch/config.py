@@ -383,6 +383,12 @@ class StallSettings(_Section):
     factor: float = Field(5.0, gt=1, description="stalled after this many cadences of silence")
     min_seconds: float = Field(60.0, ge=0, description="...and at least this long")
     min_steps: int = Field(3, ge=2, description="steps needed to know the cadence")
+    future_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="an event time this far past the clock (live) or the newest event time "
+        "(replay) is not trusted: the event is judged without it",
+    )
 
 
 class StragglerSettings(_Section):
@@ -518,7 +524,10 @@ class EngineConfig(_Section):
     context: ContextSettings = ContextSettings()
     disabled_kinds: tuple[str, ...] = ()
     max_runs: int = Field(
-        10_000, ge=1, description="runs tracked at once; past it the stalest tenth is forgotten"
+        10_000,
+        ge=1,
+        description="runs tracked at once; past it the tenth least recently heard from is "
+        "forgotten (runs with open incidents last)",
     )
     resume_grace_steps: int = Field(
         10,

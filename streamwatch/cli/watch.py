@@ -30,13 +30,14 @@ def _follow(
 ) -> None:
     """Poll until stopped, or until ``--idle-exit`` seconds pass without a new event; a
     progress line every ``--status-seconds``. While a log holds more than a poll reads (a
-    large backlog), the next poll follows at once."""
-    last_event = clock.now()
+    large backlog), the next poll follows at once. Idle time is measured on the monotonic
+    clock (a wall clock set forward does not end the watch)."""
+    last_event = clock.monotonic()
     next_status = last_event + args.status_seconds
     while not stop.is_set():
         seen = watcher.stats.events
         watcher.poll()
-        now = clock.now()
+        now = clock.monotonic()
         if watcher.stats.events > seen:
             last_event = now
         elif args.idle_exit is not None and now - last_event >= args.idle_exit:
