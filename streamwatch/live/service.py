@@ -360,6 +360,8 @@ class Service:
         running = self._now_running()
         runs = self.monitor.runs
         self.counts.lag = sum(self.lag().values())
+        self.counts.runs_evicted = self.monitor.stats.runs_evicted
+        self.counts.evicted_open = self.monitor.stats.evicted_open
         self.vitals.measure(
             runs=len(runs),
             firing=sum(len(r.book.open) for r in runs.values()),
