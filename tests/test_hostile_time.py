@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 from streamwatch.clock import ManualClock
 from streamwatch.config import Config, EngineConfig

@@ -11,7 +11,8 @@ Metric names (all prefixed ``streamwatch_``): counters ``events_total``, ``value
 ``checkpoint_bytes_total``, ``runs_evicted_total``, ``runs_evicted_open_total``,
 ``sink_write_errors_total``, ``alert_outcomes_total{action}``,
 ``alert_messages_total{receiver,state}`` (delivered, failed, set_aside); gauges
-``consumer_lag_messages``, ``sink_backlog_lines``, ``runs_watched``, ``incidents_firing``, ``partitions_owned``,
+``consumer_lag_messages``, ``sink_backlog_lines``, ``runs_watched``, ``incidents_firing``,
+``partitions_owned``,
 ``checkpoint_age_seconds``, ``alert_pending_messages{receiver}``, ``up`` (1 while healthy).
 """
 
