@@ -11,7 +11,13 @@ from streamwatch.actions.record import describe
 from streamwatch.cli.actions import build_actor
 from streamwatch.cli.config_refs import load_sending_config
 from streamwatch.cli.interrupt import stop_on_signals
-from streamwatch.cli.outcome import EXIT_INCIDENT, EXIT_NO_EVENTS, exit_code
+from streamwatch.cli.outcome import (
+    EXIT_DISK_FULL,
+    EXIT_INCIDENT,
+    EXIT_NO_EVENTS,
+    exit_code,
+    unwritten,
+)
 from streamwatch.cli.sinks import incident_sinks
 from streamwatch.clock import SystemClock
 from streamwatch.incidents import Severity
@@ -82,6 +88,10 @@ def run_watch(args: argparse.Namespace) -> int:
     if s.problems:
         print(f"{s.problems:,} problem(s) set aside; first ones:")
         print("\n".join(f"  {p}" for p in s.kept[:10]))
+    lost = unwritten(outputs.jsonl)
+    if lost is not None:
+        print(lost, file=sys.stderr)
+        return EXIT_DISK_FULL
     code = exit_code(events=s.events, worst=watcher.tally.worst, fail_on=args.fail_on)
     if code == EXIT_NO_EVENTS:
         print("streamwatch: watch read no event, nothing was checked", file=sys.stderr)

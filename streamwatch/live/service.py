@@ -362,6 +362,11 @@ class Service:
         self.counts.lag = sum(self.lag().values())
         self.counts.runs_evicted = self.monitor.stats.runs_evicted
         self.counts.evicted_open = self.monitor.stats.evicted_open
+        jsonl = running.emitter.jsonl
+        if jsonl is not None:
+            jsonl.flush()  # a file that failed is tried again at every tick
+            self.counts.sink_write_errors = jsonl.errors
+            self.counts.sink_backlog = jsonl.lost
         self.vitals.measure(
             runs=len(runs),
             firing=sum(len(r.book.open) for r in runs.values()),
