@@ -145,7 +145,7 @@ def test_the_service_goes_on_with_a_full_incidents_file(tmp_path: Path) -> None:
     assert counts.events == 5
     assert counts.incidents >= 1
     assert counts.sink_write_errors >= 1 and counts.sink_backlog >= 1
-    ok, detail = service.vitals.health()
+    _, detail = service.vitals.health()
     assert "failing" in detail["incidents_file"]
 
 
