@@ -499,6 +499,31 @@ class ContextSettings(_Section):
     )
 
 
+#: Bytes one tracked series can hold (its windows and detectors, measured: about 5 KB).
+BYTES_PER_SERIES = 5_000
+#: The share of the machine's memory the default run bound lets the runs' state take.
+MEMORY_SHARE = 0.5
+
+
+def default_max_runs(series_per_run: int = 2_000, memory: int | None = None) -> int:
+    """The default run bound: 10,000, or fewer when that many runs of ``series_per_run``
+    series each would not fit in half of the machine's memory (``memory`` bytes, by default
+    read with ``os.sysconf``); at least 100.
+
+    >>> default_max_runs(memory=24 * 2**30)
+    1288
+    >>> default_max_runs(memory=2**40)
+    10000
+    """
+    if memory is None:
+        try:
+            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, OSError, ValueError):  # not a POSIX system: the old default
+            return 10_000
+    fit = int(memory * MEMORY_SHARE / (series_per_run * BYTES_PER_SERIES))
+    return max(100, min(10_000, fit))
+
+
 class EngineConfig(_Section):
     resolve_after: int = Field(
         20, ge=1, description="healthy updates (at most one an event) before an incident resolves"
@@ -524,10 +549,11 @@ class EngineConfig(_Section):
     context: ContextSettings = ContextSettings()
     disabled_kinds: tuple[str, ...] = ()
     max_runs: int = Field(
-        10_000,
+        default_factory=lambda: default_max_runs(),
         ge=1,
-        description="runs tracked at once; past it the tenth least recently heard from is "
-        "forgotten (runs with open incidents last)",
+        description="runs tracked at once (default: 10,000, or what fits in half of this "
+        "machine's memory); past it the tenth least recently heard from is forgotten (runs "
+        "with open incidents last)",
     )
     resume_grace_steps: int = Field(
         10,

@@ -250,3 +250,23 @@ def test_eviction_follows_receipt_order_not_event_time() -> None:
     monitor.process(_event("new", 1, START + 30.0))
     assert "r0" not in monitor.runs  # stamped far in the future, yet heard from first
     assert "r1" in monitor.runs
+
+
+def test_every_eviction_is_said_and_counted() -> None:
+    monitor = _bounded(10)
+    for n in range(11):
+        monitor.process(_event(f"r{n}", 1, START + n))
+    assert monitor.stats.runs_evicted == 1
+    (said,) = monitor.drain_problems()
+    assert "1 run(s) forgotten: 10 runs held, the limit (engine.max_runs)" in said.reason
+
+
+def test_the_default_run_bound_fits_the_machine() -> None:
+    from streamwatch.config import BYTES_PER_SERIES, default_max_runs
+
+    engine = EngineConfig()
+    assert 100 <= engine.max_runs <= 10_000
+    memory = 24 * 2**30  # 10,000 runs of 2,000 series would want ~100 GB here
+    bound = default_max_runs(engine.max_series_per_run, memory)
+    assert bound * engine.max_series_per_run * BYTES_PER_SERIES <= memory / 2
+    assert EngineConfig(max_runs=10_000).max_runs == 10_000  # a setting still wins

@@ -292,6 +292,8 @@ class Monitor:
         run = load_run(blob)
         self._own_rules(run)
         self.runs[run.run_id] = run
+        self._seq += 1
+        self._received[run.run_id] = self._seq  # restored now: as recent as a new run
         return run.run_id
 
     def _own_rules(self, run: RunState) -> None:
@@ -373,6 +375,14 @@ class Monitor:
         for run in by_age[:n]:
             self._forget_evicted(run, held)
         self.stats.runs_evicted += n
+        self._problems.append(
+            Problem(
+                "engine",
+                f"{n} run(s) forgotten: {held} runs held, the limit (engine.max_runs); the "
+                "least recently heard from went first",
+            )
+        )
+        self.stats.problems += 1
 
     def _forget_evicted(self, run: RunState, held: int) -> None:
         run_id = run.run_id
