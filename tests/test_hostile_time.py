@@ -113,7 +113,7 @@ def test_an_event_stamped_in_the_far_future_is_judged_without_its_time(tmp_path:
     assert all(i.ts is None or i.ts < far for i in found)
 
 
-def test_a_run_far_in_the_future_does_not_change_when_the_service_exits_idle(
+def test_a_wall_clock_set_forward_does_not_end_the_service_early(
     tmp_path: Path,
 ) -> None:
     """--idle-exit and the service's max_idle run on the monotonic clock."""
@@ -162,6 +162,33 @@ def test_watch_is_not_fooled_by_an_event_in_the_far_future(tmp_path: Path) -> No
     clock = ManualClock(START)
     watcher = Watcher([live, forged], clock)
     assert _stalls(watcher.poll() + _poll_for(watcher, clock, 100.0)) == []
+
+
+class TickingClock(ManualClock):
+    """Each monotonic reading is a second later; the wall clock is set an hour forward at the
+    first."""
+
+    def monotonic(self) -> float:
+        if super().monotonic() == 0.0:
+            self.step(3600.0)
+        self.advance(1.0)
+        return super().monotonic()
+
+
+def test_a_wall_clock_set_forward_does_not_end_watch_idle_exit(tmp_path: Path) -> None:
+    import argparse
+    import threading
+
+    from streamwatch.cli.watch import _follow
+
+    path = tmp_path / "r.jsonl"
+    _log(path, "r", _ten_steps(START))
+    clock = TickingClock(START)
+    watcher = Watcher([path], clock)
+    args = argparse.Namespace(status_seconds=0.0, idle_exit=30.0, poll=0.001)
+    _follow(watcher, clock, args, threading.Event())
+    assert watcher.stats.polls >= 10  # idle for 30 s of the monotonic clock, not at once
+    assert clock.monotonic() >= 30.0
 
 
 # -- replay (the engine on event time) ----------------------------------------------------------

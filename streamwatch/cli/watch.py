@@ -19,7 +19,7 @@ from streamwatch.cli.outcome import (
     unwritten,
 )
 from streamwatch.cli.sinks import incident_sinks
-from streamwatch.clock import SystemClock
+from streamwatch.clock import Clock, SystemClock
 from streamwatch.incidents import Severity
 from streamwatch.replay.files import format_runs
 from streamwatch.replay.watch import Watcher
@@ -32,7 +32,7 @@ def _note(line: str) -> None:
 
 
 def _follow(
-    watcher: Watcher, clock: SystemClock, args: argparse.Namespace, stop: threading.Event
+    watcher: Watcher, clock: Clock, args: argparse.Namespace, stop: threading.Event
 ) -> None:
     """Poll until stopped, or until ``--idle-exit`` seconds pass without a new event; a
     progress line every ``--status-seconds``. While a log holds more than a poll reads (a
