@@ -168,3 +168,38 @@ def test_the_spool_says_per_message_what_it_could_not_keep(
     assert all("disk full" in line for line in said)
     assert [f"message m{n} for receiver slack" in said[n] for n in range(8)] == [True] * 8
     spool.close()
+
+
+def test_alerts_on_a_full_state_dir_are_all_delivered_and_each_unspooled_one_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Eight messages, room in memory for four, a disk that takes nothing: every message is
+    still delivered from memory, and the log says which ones were not kept on disk."""
+    import random
+
+    import streamwatch.alerting.spool as spool_module
+    from streamwatch.alerting.config import AlertingConfig
+    from streamwatch.alerting.dispatcher import Dispatcher
+    from streamwatch.alerting.testing import RecordingReceiver, incident
+
+    def full(fd: int, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(spool_module, "write_whole", full)
+    with RecordingReceiver() as rx, caplog.at_level(logging.ERROR):
+        cfg = AlertingConfig.model_validate(
+            {
+                "receivers": [{"name": "hook", "type": "webhook", "url": rx.url}],
+                "group_wait": 0.0,
+                "delivery": {"queue_size": 4, "backoff_initial": 0.05, "backoff_max": 0.1},
+            }
+        )
+        d = Dispatcher(cfg, state_dir=tmp_path, rng=random.Random(1))
+        for r in range(8):
+            d.send(incident(f"run-{r}", "metric_spike", step=10))
+        report = d.close(timeout=9.0)
+    assert report.delivered == 8
+    said = [r.getMessage() for r in caplog.records if "not kept on disk" in r.getMessage()]
+    spooled = [line for line in said if "for receiver hook" in line]
+    assert len(spooled) == 8
+    assert all("disk full" in line for line in spooled)
