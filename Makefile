@@ -6,7 +6,7 @@ VENV ?= .venv
 
 LINTED := streamwatch tests benchmarks mk $(wildcard producers)
 
-.PHONY: setup lint typecheck test test-compiled check demo bench faults examples clean
+.PHONY: setup lint typecheck docs test test-compiled check demo bench faults examples clean
 
 setup: $(VENV)/.installed
 
@@ -24,6 +24,10 @@ lint: setup
 
 typecheck: setup
 	$(VENV)/bin/mypy
+
+# the documentation site (mkdocs.yml, docs/): fails on any warning or broken link; built in site/
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 test: setup
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
@@ -78,4 +82,4 @@ examples: setup
 	$(EXAMPLE_RUN) --hosts 1 --ranks-per-host 4 --fault rank_straggler@120 --run-id example-rank-straggler -o examples/logs/rank_straggler.jsonl
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info $(COMPILED)
+	rm -rf $(VENV) site .mypy_cache .pytest_cache .ruff_cache build *.egg-info $(COMPILED)

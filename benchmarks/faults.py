@@ -19,6 +19,10 @@
 - ``malformed-flood``: 50,000 malformed messages among 2,000 good events through
   ``streamwatch run`` on that cluster: every malformed one a dead letter, with its reason.
   See ``benchmarks/faults_kafka.py``.
+- ``action-kill``: ``streamwatch watch`` with a ``command`` action SIGKILLed while three
+  runs' commands run, then restarted on the same files: commands run per incident (1 each;
+  with ``retry_interrupted`` one more) and the actions reported interrupted. See
+  ``benchmarks/faults_actions.py``.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ SCENARIOS = (
     "leader-kill",
     "consumer-kill",
     "malformed-flood",
+    "action-kill",
 )
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -178,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
             from faults_group import consumer_kill
 
             line = consumer_kill()
+        elif name == "action-kill":
+            from faults_actions import action_kill
+
+            line = action_kill()
         elif name == "malformed-flood":
             from faults_kafka import malformed_flood
 

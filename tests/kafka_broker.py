@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -72,9 +73,30 @@ class OwnBroker:
     def restart(self) -> None:
         """`kafka.sh up` starts from empty directories: stop with `kafka.sh down`, then
         start the same command line again."""
-        pid = int((self.dir / "broker.pid").read_text().split()[0])
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        argv = self._argv()
         self.run("down")
+        self.start_again(argv)
+
+    def kill(self) -> list[bytes]:
+        """SIGKILL the broker (no clean shutdown); return its command line."""
+        argv = self._argv()
+        pid = self.pid()
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}").exists() and _state(pid) not in ("Z", "X"):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"broker {pid} still alive 30 s after SIGKILL")
+            time.sleep(0.1)
+        return argv
+
+    def pid(self) -> int:
+        return int((self.dir / "broker.pid").read_text().split()[0])
+
+    def _argv(self) -> list[bytes]:
+        return Path(f"/proc/{self.pid()}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+
+    def start_again(self, argv: list[bytes]) -> None:
+        """Start the broker with this command line (its data kept); wait until it serves."""
         offset = (self.dir / "server.log").stat().st_size
         with (self.dir / "stdout.log").open("ab") as out:
             self.proc = subprocess.Popen(
@@ -100,3 +122,12 @@ class OwnBroker:
         self.run("down")
         if self.proc is not None:
             self.proc.wait(timeout=60)
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (R, S, T, Z...), or "" when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return text.rpartition(")")[2].split()[0]

@@ -320,7 +320,10 @@ def test_watch_stop_pid_signals_a_local_trainer_writing_its_own_log(tmp_path: Pa
     saved = json.loads(ckpt.read_text())
     assert saved["signal"] == signal.SIGTERM
     assert 162 + STOP.confirm_steps <= saved["step"] < steps[-1][0]
-    (record,) = [json.loads(line) for line in (state / "actions.jsonl").read_text().splitlines()]
+    started, record = [
+        json.loads(line) for line in (state / "actions.jsonl").read_text().splitlines()
+    ]
+    assert started["status"] == "started" and started["action_id"] == record["action_id"]
     assert (record["do"], record["status"], record["kind"]) == (
         "signal",
         "done",

@@ -186,7 +186,7 @@ def test_no_option_reads_the_variables_a_command_action_gets(tmp_path: Path) -> 
     """A command action gets the incident as ``STREAMWATCH_INCIDENT_*`` variables: were one
     of them an option's variable, a ``streamwatch`` the command runs would take the incident's
     run id or kind as its own option. The incident's variables leave a replay unchanged."""
-    from streamwatch.actions.execute import INCIDENT_ENV_PREFIX, incident_env
+    from streamwatch.actions.execute import ACTION_ID_ENV, INCIDENT_ENV_PREFIX, incident_env
     from streamwatch.incidents import Incident, Severity, Status
 
     parser = build_parser()
@@ -194,6 +194,7 @@ def test_no_option_reads_the_variables_a_command_action_gets(tmp_path: Path) -> 
         f"STREAMWATCH_{a.dest.upper()}" for p in _parsers(parser) for a in p._actions if a.dest
     }
     assert not [v for v in variables if v.startswith(INCIDENT_ENV_PREFIX)]
+    assert ACTION_ID_ENV not in variables  # the action's id, given beside the incident
     inc = Incident(
         id="6f1c0c8f2a0d4e4b",
         status=Status.FIRING,

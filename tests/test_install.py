@@ -93,11 +93,14 @@ def test_every_hint_in_the_code_comes_from_the_one_function() -> None:
 
 
 def test_the_readme_installs_the_distribution() -> None:
-    """Every pip install in the README names streamwatch-rl (or the checkout), never the
-    other project's name."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """Every pip install in the README and the docs names streamwatch-rl or the checkout
+    (no release is published: ``pip install '.[report]'``), never the other project's name."""
+    readme = "\n".join(
+        p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    )
     installs = re.findall(r"pip install [^`\n|]*", readme)
-    assert sum(DISTRIBUTION in line for line in installs) >= 3
+    checkout = r"(^|\s)'?\.(\[[a-z,]+\])?'?(\s|$)"
+    assert sum(DISTRIBUTION in line or bool(re.search(checkout, line)) for line in installs) >= 3
     for line in installs:
         words = line.partition("#")[0].split()[2:]  # a shell comment is not installed
         names = [w.strip("'\"") for w in words if not w.startswith("-")]

@@ -830,8 +830,10 @@ def test_a_late_fault_in_a_long_run_computes_cleanly(kind: str, ramp: int | None
 
 
 def _readme_simulate_args() -> list[str]:
-    """The README's simulate example, as its arguments (without the output file)."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    """The documented simulate example (docs/development.md), as its arguments (without the
+    output file)."""
+    docs = Path(__file__).resolve().parent.parent / "docs" / "development.md"
+    readme = docs.read_text(encoding="utf-8")
     command = re.search(r"streamwatch simulate (.*?)\n```", readme, re.S)
     assert command is not None
     args = shlex.split(command.group(1).replace("\\\n", " "))
@@ -847,7 +849,7 @@ def _stalls(args: list[str], path: Path) -> tuple[list[Incident], list[dict[str,
 
 
 def test_the_readme_examples_stall_is_the_stragglers_first_slow_step(tmp_path: Path) -> None:
-    """What the README says of its simulate example: one run_stalled, in the straggler's run,
+    """What the docs say of their simulate example: one run_stalled, in the straggler's run,
     at step 199, resolved at step 200, because step 200 (slowed by the straggler, and an
     evaluation step) came more than five cadences after step 199; without the straggler the
     same runs never stall."""

@@ -1,5 +1,8 @@
 """The actor: follows firing incidents and the runs' steps, and acts once per incident.
 
+One module because it is one class, :class:`Actor`, whose methods share the runs' state:
+what is firing, what is tried, what is done (and started) per run.
+
 The caller (the live service, ``watch``) gives it every event's run, step and tags with the
 incident updates the engine returned for it (:meth:`Actor.see`), updates that came without
 an event (:meth:`Actor.track`), and calls :meth:`Actor.poll` now and then for the outcomes of
@@ -10,6 +13,15 @@ Every rule acts at most once per incident: what was done (or, in a dry run, woul
 or failed for good) is an :class:`~streamwatch.actions.record.ActionRecord`, kept here, in the
 action log, and given to ``on_record`` (the service writes it to the control topic). A
 restarted or new owner learns the records (:meth:`Actor.learn`) and repeats none of them.
+
+Before each attempt its intent (a ``started`` record, with the action's stable id) is written
+the same ways, the action log's line fsync'd: an owner that finds a start with no outcome
+(its process was killed mid-command, the run was handed over) reports the action as
+``interrupted`` ("started, outcome unknown") and does not run it again, unless the rule says
+``retry_interrupted = true`` (then it runs again, within the rule's ``retries``).
+
+Attempts run on the executor's small pool, one at a time per run: a slow command of one run
+holds back no other run's actions.
 """
 
 from __future__ import annotations
@@ -21,9 +33,23 @@ from dataclasses import dataclass, field
 
 from streamwatch.actions.config import ActionRule
 from streamwatch.actions.decide import ActDecision, ActReason, decide_action
-from streamwatch.actions.execute import Executor, Outcome, run_command, run_signal, run_stop_file
+from streamwatch.actions.execute import (
+    MAX_CONCURRENT,
+    Executor,
+    Outcome,
+    run_command,
+    run_signal,
+    run_stop_file,
+)
 from streamwatch.actions.log import ActionLog
-from streamwatch.actions.record import ActionRecord, Status, describe
+from streamwatch.actions.record import (
+    FINAL,
+    INTERRUPTED_DETAIL,
+    ActionRecord,
+    Status,
+    action_id,
+    describe,
+)
 from streamwatch.alerting.config import InhibitConfig
 from streamwatch.alerting.silence import SilenceFile
 from streamwatch.clock import Clock, SystemClock
@@ -60,6 +86,7 @@ class _Try:
     rule: ActionRule
     incident: Incident
     step: int
+    action_id: str
     attempts: int = 0
     due: float | None = None  # monotonic time of the next attempt; None: one is running
 
@@ -73,6 +100,15 @@ class _Run:
     done: dict[str, ActionRecord] = field(default_factory=dict)
     tries: dict[str, _Try] = field(default_factory=dict)
     said: dict[str, ActReason] = field(default_factory=dict)  # last reason logged, per key
+    resume: dict[str, ActionRecord] = field(default_factory=dict)  # interrupted, to run again
+
+
+def _rank(record: ActionRecord) -> int:
+    """Which of two records of one action tells more: an outcome, then an interruption,
+    then a start."""
+    if record.status in FINAL:
+        return 2
+    return 1 if record.status == "interrupted" else 0
 
 
 class Actor:
@@ -94,6 +130,7 @@ class Actor:
         executor: Executor | None = None,
         dry_run: bool = False,
         max_runs: int = 10_000,
+        max_concurrent: int = MAX_CONCURRENT,
     ) -> None:
         check_rules(rules, stop=stop, pid=pid)
         self.rules = tuple(r.model_copy(update={"dry_run": True}) if dry_run else r for r in rules)
@@ -103,7 +140,7 @@ class Actor:
         self.silences = silences
         self.inhibit = inhibit or InhibitConfig()
         self.clock: Clock = clock or SystemClock()
-        self.executor = executor or Executor()
+        self.executor = executor or Executor(max_concurrent=max_concurrent)
         self.max_runs = max_runs
         self.runs: dict[str, _Run] = {}
         self.records: deque[ActionRecord] = deque(maxlen=_KEEP_DECISIONS)  # made here
@@ -164,13 +201,17 @@ class Actor:
             run.step = max(run.step, *(i.step for i in incidents))
 
     def learn(self, records: Iterable[ActionRecord]) -> int:
-        """Records made before (the action log, another process): never repeated here."""
+        """Records made before (the action log, another process): never repeated here. Of
+        several records of one action the one that tells most is kept (an outcome over a
+        start); a start without an outcome is judged when its incident is next seen firing
+        here (:meth:`_interrupted`). Returns how many actions were new here."""
         n = 0
         for r in records:
             run = self._run(r.run_id)
-            if r.key not in run.done:
+            old = run.done.get(r.key)
+            if old is None or _rank(r) > _rank(old):
                 self._keep(run, r)
-                n += 1
+                n += old is None
         return n
 
     def forget(self, run_id: str) -> None:
@@ -224,6 +265,10 @@ class Actor:
                 since = run.since.get(key)
                 if since is None or key in run.tries:
                     continue
+                if self._started_elsewhere(run, key):
+                    update = self._interrupted(run, key, rule, inc)
+                    if update is not None:
+                        out.append(update)
                 decision = decide_action(
                     rule,
                     inc,
@@ -243,6 +288,46 @@ class Actor:
                     if update is not None:
                         out.append(update)
         return out
+
+    def _started_elsewhere(self, run: _Run, key: str) -> bool:
+        """Whether the action's latest record is a start made by another (or an earlier)
+        process: one not running here."""
+        record = run.done.get(key)
+        return record is not None and record.status == "started" and key not in self._pending
+
+    def _interrupted(self, run: _Run, key: str, rule: ActionRule, inc: Incident) -> Incident | None:
+        """A start with no outcome: run it again if the rule says so (and tries are left),
+        else record it as interrupted, once, and report it on the incident."""
+        started = run.done[key]
+        if rule.retry_interrupted and started.attempts <= rule.retries:
+            del run.done[key]
+            run.resume[key] = started
+            log.warning(
+                "action %s on run %s: attempt %d was interrupted (started, outcome unknown); "
+                "it runs again (retry_interrupted)",
+                key,
+                inc.run_id,
+                started.attempts,
+            )
+            return None
+        log.warning(
+            "action %s on run %s: started at step %d, outcome unknown (its process ended "
+            "while it ran); not run again",
+            key,
+            inc.run_id,
+            started.step,
+        )
+        return self._finish(
+            run,
+            key,
+            rule,
+            inc,
+            started.step,
+            "interrupted",
+            INTERRUPTED_DETAIL,
+            started.attempts,
+            started.action_id,
+        )
 
     def _say(self, run: _Run, key: str, inc: Incident, decision: ActDecision) -> None:
         """Keep the decision; log a blocked action once per reason."""
@@ -270,14 +355,32 @@ class Actor:
                 run.since[key],
                 run.step,
             )
-            return self._finish(run, key, rule, inc, run.step, "dry_run", f"would {what}", 0)
-        t = _Try(rule, inc, run.step)
-        run.tries[key] = t
+            aid = action_id(inc.id, rule.name, self._episode(run, key, inc))
+            detail = f"would {what}"
+            return self._finish(run, key, rule, inc, run.step, "dry_run", detail, 0, aid)
+        t = self._try(run, key, rule, inc)
         if rule.do == "stop":  # the record is the request: on_record sends it
-            del run.tries[key]
-            return self._finish(run, key, rule, inc, run.step, "done", "stop requested", 1)
+            return self._finish(
+                run, key, rule, inc, t.step, "done", "stop requested", 1, t.action_id
+            )
+        run.tries[key] = t
         self._attempt(key, run, t)
         return None
+
+    @staticmethod
+    def _episode(run: _Run, key: str, inc: Incident) -> int:
+        """The step the incident's episode began (its onset, else the step it reached the
+        rule): with the incident and the rule, it makes the action's stable id."""
+        return inc.onset_step if inc.onset_step is not None else run.since.get(key, inc.step)
+
+    def _try(self, run: _Run, key: str, rule: ActionRule, inc: Incident) -> _Try:
+        """A new action, or one interrupted before that runs again (its id and its count
+        of attempts kept)."""
+        resumed = run.resume.pop(key, None)
+        if resumed is not None:
+            aid = resumed.action_id or action_id(inc.id, rule.name, self._episode(run, key, inc))
+            return _Try(rule, inc, run.step, aid, attempts=resumed.attempts)
+        return _Try(rule, inc, run.step, action_id(inc.id, rule.name, self._episode(run, key, inc)))
 
     def _what(self, rule: ActionRule, inc: Incident, step: int) -> str:
         if rule.do == "stop":
@@ -295,17 +398,30 @@ class Actor:
             return f"not write the stop file: {exc}"
 
     def _attempt(self, key: str, run: _Run, t: _Try) -> None:
+        """One attempt: its intent recorded (durably, in the action log) before it runs on
+        the executor, in the run's lane."""
         t.attempts += 1
         t.due = None
-        self._pending[key] = t.incident.run_id
-        rule, inc, step = t.rule, t.incident, t.step
+        rule, inc, step, aid = t.rule, t.incident, t.step, t.action_id
+        self._intend(run, key, t)
+        self._pending[key] = inc.run_id
+        attempt: Callable[[], str]
         if rule.do == "signal":
             pid = rule.pid or self.pid
-            self.executor.submit(key, lambda: run_signal(rule, pid))
+            attempt = lambda: run_signal(rule, pid)  # noqa: E731
         elif rule.do == "command":
-            self.executor.submit(key, lambda: run_command(rule, inc, step))
+            attempt = lambda: run_command(rule, inc, step, aid)  # noqa: E731
         else:
-            self.executor.submit(key, lambda: run_stop_file(rule, inc, step))
+            attempt = lambda: run_stop_file(rule, inc, step)  # noqa: E731
+        self.executor.submit(key, attempt, lane=inc.run_id)
+
+    def _intend(self, run: _Run, key: str, t: _Try) -> None:
+        """The ``started`` record of an attempt, written and handed on like an outcome, but
+        not kept in ``records`` nor reported on the incident."""
+        inc = t.incident
+        record = self._record_of(t.rule, inc, t.step, "started", "", t.attempts, t.action_id)
+        self._keep(run, record)
+        self._write(key, record, inc)
 
     def _outcome(self, outcome: Outcome) -> Incident | None:
         run_id = self._pending.pop(outcome.key, None)
@@ -317,7 +433,15 @@ class Actor:
             del run.tries[outcome.key]
             log.warning("action %s on run %s: %s", outcome.key, t.incident.run_id, outcome.detail)
             return self._finish(
-                run, outcome.key, t.rule, t.incident, t.step, "done", outcome.detail, t.attempts
+                run,
+                outcome.key,
+                t.rule,
+                t.incident,
+                t.step,
+                "done",
+                outcome.detail,
+                t.attempts,
+                t.action_id,
             )
         left = t.rule.retries + 1 - t.attempts
         log.warning(
@@ -335,7 +459,7 @@ class Actor:
         del run.tries[outcome.key]
         detail = f"{outcome.detail} (set aside after {t.attempts} attempt(s))"
         return self._finish(
-            run, outcome.key, t.rule, t.incident, t.step, "failed", detail, t.attempts
+            run, outcome.key, t.rule, t.incident, t.step, "failed", detail, t.attempts, t.action_id
         )
 
     def _finish(
@@ -348,8 +472,32 @@ class Actor:
         status: Status,
         detail: str,
         attempts: int,
+        aid: str,
     ) -> Incident:
-        record = ActionRecord(
+        record = self._record_of(rule, inc, step, status, detail, attempts, aid)
+        self._keep(run, record)
+        self.records.append(record)
+        self._write(key, record, inc)
+        latest = run.firing.get(inc.id, inc)
+        entries = [
+            r.entry()
+            for r in run.done.values()
+            if r.incident_id == inc.id and r.status != "started"
+        ]
+        log.info("action %s on run %s: %s", key, inc.run_id, describe(record.entry()))
+        return latest.model_copy(update={"actions": entries})
+
+    def _record_of(
+        self,
+        rule: ActionRule,
+        inc: Incident,
+        step: int,
+        status: Status,
+        detail: str,
+        attempts: int,
+        aid: str,
+    ) -> ActionRecord:
+        return ActionRecord(
             run_id=inc.run_id,
             incident_id=inc.id,
             kind=inc.kind,
@@ -360,18 +508,16 @@ class Actor:
             detail=detail,
             attempts=attempts,
             ts=self.clock.now(),
+            action_id=aid,
         )
-        self._keep(run, record)
-        self.records.append(record)
+
+    def _write(self, key: str, record: ActionRecord, inc: Incident) -> None:
+        """The record to the action log, then to ``on_record``; a failure is logged."""
         for what, write in (("log", self._log), ("record", self._record)):
             try:
                 write(record, inc)
             except Exception as exc:  # recording must not stop the service either
                 log.error("action %s: could not %s it: %s: %s", key, what, type(exc).__name__, exc)
-        latest = run.firing.get(inc.id, inc)
-        entries = [r.entry() for r in run.done.values() if r.incident_id == inc.id]
-        log.info("action %s on run %s: %s", key, inc.run_id, describe(record.entry()))
-        return latest.model_copy(update={"actions": entries})
 
     def _log(self, record: ActionRecord, inc: Incident) -> None:
         if self.action_log is not None:
@@ -395,6 +541,7 @@ class Actor:
 
     @staticmethod
     def _keep(run: _Run, record: ActionRecord) -> None:
+        run.done.pop(record.key, None)  # the latest record last
         run.done[record.key] = record
         while len(run.done) > _KEEP_DONE:
             del run.done[next(iter(run.done))]

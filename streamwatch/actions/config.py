@@ -76,6 +76,10 @@ class ActionRule(BaseModel):
     # failures
     retries: int = Field(2, ge=0, description="tries after a failed one, then it is set aside")
     retry_seconds: float = Field(5.0, ge=0, description="between tries")
+    retry_interrupted: bool = Field(
+        False,
+        description="run again an action whose process ended while it ran (outcome unknown)",
+    )
 
     @model_validator(mode="after")
     def _valid(self) -> ActionRule:

@@ -1,9 +1,10 @@
 """Carrying actions out: a signal, a shell command, a stop file; on a worker thread.
 
 Each ``run_*`` function does one attempt and returns what it did, or raises
-:class:`ActionFailed` saying why. :class:`Executor` runs attempts on one daemon thread (a
-command may take its whole timeout; the caller's loop must not wait for it) and hands the
-outcomes back when asked: an action never raises into, or stops, the process that acts.
+:class:`ActionFailed` saying why. :class:`Executor` runs attempts on a small pool of daemon
+threads, one at a time per run (a command may take its whole timeout; neither the caller's
+loop nor another run's actions must wait for it) and hands the outcomes back when asked: an
+action never raises into, or stops, the process that acts.
 
 >>> import os, signal, tempfile
 >>> from streamwatch.actions.config import ActionRule
@@ -29,16 +30,20 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from streamwatch.actions.args import MAX_CONCURRENT
 from streamwatch.actions.config import ActionRule
 from streamwatch.incidents import Incident
 from streamwatch.names import file_name, for_env, path_inside, template_directory
 
 __all__ = [
+    "ACTION_ID_ENV",
+    "MAX_CONCURRENT",
     "ActionFailed",
     "Executor",
     "Outcome",
@@ -98,11 +103,16 @@ def incident_env(inc: Incident, step: int) -> dict[str, str]:
     }
 
 
-def run_command(rule: ActionRule, inc: Incident, step: int) -> str:
-    """The rule's shell command, the incident as JSON on stdin, its fields in the
-    environment; killed (its whole process group) after ``timeout`` seconds."""
+#: The variable that gives a command its action's stable id (the same on a retry).
+ACTION_ID_ENV = "STREAMWATCH_ACTION_ID"
+
+
+def run_command(rule: ActionRule, inc: Incident, step: int, action_id: str = "") -> str:
+    """The rule's shell command, the incident as JSON on stdin, its fields and the action's
+    stable id (``STREAMWATCH_ACTION_ID``) in the environment; killed (its whole process
+    group) after ``timeout`` seconds."""
     assert rule.command is not None
-    env = {**os.environ, **incident_env(inc, step)}
+    env = {**os.environ, **incident_env(inc, step), ACTION_ID_ENV: for_env(action_id)}
     try:
         proc = subprocess.Popen(
             rule.command,
@@ -173,28 +183,50 @@ class Outcome:
     detail: str
 
 
-class Executor:
-    """Runs attempts on one daemon thread (inline with ``background=False``, for tests)."""
+@dataclass(frozen=True, slots=True)
+class _Job:
+    key: str
+    lane: str
+    attempt: Callable[[], str]
 
-    def __init__(self, *, background: bool = True) -> None:
-        self._jobs: deque[tuple[str, Callable[[], str]]] = deque()
+
+class Executor:
+    """Runs attempts on a small pool of daemon threads, at most ``max_concurrent`` at once
+    (inline with ``background=False``, for tests). Attempts of one lane (a run) run one at a
+    time in the order they were submitted, so that a slow command of one run holds back no
+    other run and two actions of one run keep their order."""
+
+    def __init__(self, *, background: bool = True, max_concurrent: int = MAX_CONCURRENT) -> None:
+        if max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
+        self._jobs: deque[_Job] = deque()
         self._done: deque[Outcome] = deque(maxlen=_KEEP_OUTCOMES)
         self._cond = threading.Condition()
         self._closed = False
         self._busy = 0
-        self._thread: threading.Thread | None = None
-        if background:
-            self._thread = threading.Thread(target=self._loop, name="actions", daemon=True)
-            self._thread.start()
+        self._lanes: set[str] = set()  # lanes with an attempt running
+        self._threads: list[threading.Thread] = []
+        self._background = background
+        self.max_concurrent = max_concurrent
 
-    def submit(self, key: str, attempt: Callable[[], str]) -> None:
-        if self._thread is None:
+    def submit(self, key: str, attempt: Callable[[], str], lane: str = "") -> None:
+        """Run ``attempt`` after the lane's earlier attempts; its outcome goes to
+        :meth:`outcomes`."""
+        if not self._background:
             self._done.append(_attempt(key, attempt))
             return
         with self._cond:
-            self._jobs.append((key, attempt))
+            self._jobs.append(_Job(key, lane, attempt))
             self._busy += 1
-            self._cond.notify()
+            if len(self._threads) < self.max_concurrent:
+                self._spawn()
+            self._cond.notify_all()
+
+    def _spawn(self) -> None:
+        n = len(self._threads)
+        t = threading.Thread(target=self._loop, name=f"actions-{n}", daemon=True)
+        self._threads.append(t)
+        t.start()
 
     def outcomes(self) -> list[Outcome]:
         with self._cond:
@@ -207,24 +239,45 @@ class Executor:
             return self._busy == 0
 
     def close(self, timeout: float = 10.0) -> None:
+        """No more attempts; wait at most ``timeout`` seconds for those queued or running."""
         with self._cond:
             self._closed = True
-            self._cond.notify()
-        if self._thread is not None:
-            self._thread.join(timeout)
+            self._cond.notify_all()
+        end = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(end - time.monotonic(), 0.0))
+
+    def _next(self) -> _Job | None:
+        """The first queued job whose lane is free (under the lock); None when there is none."""
+        for i, job in enumerate(self._jobs):
+            if job.lane not in self._lanes:
+                del self._jobs[i]
+                self._lanes.add(job.lane)
+                return job
+        return None
+
+    def _take(self) -> _Job | None:
+        """Wait for a job to run; None when closed and nothing is left to run."""
+        with self._cond:
+            while True:
+                job = self._next()
+                if job is not None:
+                    return job
+                if self._closed and not self._jobs:
+                    return None
+                self._cond.wait()
 
     def _loop(self) -> None:
         while True:
-            with self._cond:
-                while not self._jobs and not self._closed:
-                    self._cond.wait()
-                if not self._jobs:
-                    return
-                key, attempt = self._jobs.popleft()
-            outcome = _attempt(key, attempt)
+            job = self._take()
+            if job is None:
+                return
+            outcome = _attempt(job.key, job.attempt)
             with self._cond:
                 self._done.append(outcome)
                 self._busy -= 1
+                self._lanes.discard(job.lane)
+                self._cond.notify_all()
 
 
 def _attempt(key: str, attempt: Callable[[], str]) -> Outcome:

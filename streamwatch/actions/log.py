@@ -60,6 +60,11 @@ class ActionLog:
     def records(self) -> list[ActionRecord]:
         return list(self._records)
 
+    def read(self) -> list[ActionRecord]:
+        """The file's records as they are now, every writer's (the workers that share it):
+        what a new owner of a run learns beside the control topic."""
+        return self._read()
+
     def add(self, record: ActionRecord) -> None:
         self._records.append(record)
         if len(self._records) > self.keep:

@@ -13,6 +13,10 @@ processes, and (as :meth:`ActionRecord.entry`) what an incident's ``actions`` fi
 'dry run: would stop the run at step 812'
 >>> ActionRecord.from_dict(r.to_dict()) == r
 True
+>>> describe({**r.entry(), "do": "command", "status": "interrupted"})
+'command at step 812 interrupted: started, outcome unknown'
+>>> action_id("ab12", "stop", 800)
+'ab12/stop/800'
 """
 
 from __future__ import annotations
@@ -21,11 +25,16 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-__all__ = ["ActionRecord", "Status", "describe"]
+__all__ = ["FINAL", "INTERRUPTED_DETAIL", "ActionRecord", "Status", "action_id", "describe"]
 
-#: done: carried out; dry_run: logged only; failed: set aside after its tries, with the error
-Status = Literal["done", "dry_run", "failed"]
-_STATUSES = ("done", "dry_run", "failed")
+#: done: carried out; dry_run: logged only; failed: set aside after its tries, with the error;
+#: started: the intent, written before an attempt runs; interrupted: a start whose process
+#: ended before its outcome was known (found by the next owner, never run again by default)
+Status = Literal["done", "dry_run", "failed", "started", "interrupted"]
+_STATUSES = ("done", "dry_run", "failed", "started", "interrupted")
+#: statuses that end an action: nothing more will be written for its key
+FINAL: frozenset[str] = frozenset({"done", "dry_run", "failed"})
+INTERRUPTED_DETAIL = "started, outcome unknown"
 
 _WHAT = {
     "stop": "stop requested",
@@ -53,6 +62,9 @@ class ActionRecord:
     detail: str = ""  # what was done (pid, path, exit status) or the error
     attempts: int = 1
     ts: float | None = None  # when, on the acting process's clock
+    #: the action's stable id (incident, rule, episode): a command gets it as
+    #: ``STREAMWATCH_ACTION_ID`` so that it can be idempotent
+    action_id: str = ""
 
     @property
     def key(self) -> str:
@@ -90,6 +102,7 @@ class ActionRecord:
                 detail=str(data.get("detail", "")),
                 attempts=int(data.get("attempts", 1)),
                 ts=None if ts is None else float(ts),
+                action_id=str(data.get("action_id", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not an action record: {exc}") from exc
@@ -100,6 +113,16 @@ def describe(entry: Mapping[str, Any]) -> str:
     do, step, status = str(entry.get("do")), entry.get("step"), entry.get("status")
     if status == "dry_run":
         return f"dry run: {_WOULD.get(do, do)} at step {step}"
+    if status == "started":
+        return f"{_WHAT.get(do, do)} started at step {step}"
+    if status == "interrupted":
+        return f"{do} at step {step} interrupted: {INTERRUPTED_DETAIL}"
     if status == "failed":
         return f"{do} failed at step {step}: {entry.get('detail', '')}"
     return f"{_WHAT.get(do, do)} at step {step}"
+
+
+def action_id(incident_id: str, rule: str, episode: int) -> str:
+    """The stable id of an action: its incident, its rule and the episode (the step the
+    incident's episode began), the same in every process that decides it."""
+    return f"{incident_id}/{rule}/{episode}"

@@ -5,8 +5,8 @@ decides what that asks of a person, from the run's :class:`~streamwatch.checks.c
 (is it still learning, which way the series moves, does a second signal agree), and writes
 why into the finding's evidence (``because``: what raised it, what agreed or spoke against,
 and the decision). It may also hold a finding back: one step of a high clip ratio proves
-nothing before its direction is known. The README's table ("Severity") is this module's
-rules in words; the two are kept together.
+nothing before its direction is known. The severity reference (``docs/severity.md``) is this
+module's rules in words; the two are kept together.
 
 The findings of a step are judged when the step's event is complete, so a second signal of
 the same step counts whatever the order of the event's metrics.

@@ -187,9 +187,8 @@ class RewardCheck(Check):
         self._chaos = Persistence(settings.chaos_persist)
         self._prev = (math.nan, math.nan)  # the two values before this one
         self.chaos_evidence = 0.0  # the CUSUM of the noise growing
-        self._bend = math.nan  # this step's squared bend in units of the run's noise
-        # the mean squared bend of the run's calm steps: 1 for Gaussian noise, more for a
-        # heavy-tailed one (whose robust sd is below its sd)
+        self._bend = math.nan  # this step's squared bend / 6 (a variance of the noise)
+        # the mean of that over the run's calm steps: the noise's variance
         self._bend_mean = 0.0
         self._bends = 0
         # its log-likelihood ratio a step is u * slope - offset, u the squared bend in sds
@@ -232,13 +231,15 @@ class RewardCheck(Check):
         if a != a or noise != noise:
             return False
         e = x - 2.0 * b + a  # variance 6 sd^2 for independent noise
-        u = self._bend = min(e * e / (6.0 * noise * noise), _CLIP_SQUARE)
-        if self._bends >= _MIN_BENDS:
-            # in the units of the run's own calm bends: the reference noise is a median of
-            # window sds, below the sd of heavy-tailed noise (Student-t with 3 degrees of
-            # freedom: 1.17 against Gaussian noise's 1.07, _GAUSSIAN_BEND), whose bends
-            # would otherwise count as growth step after step
-            u = u / max(self._bend_mean / _GAUSSIAN_BEND, 1.0)
+        square = self._bend = e * e / 6.0
+        # in the unit of the run's own calm bends once 50 are known, a mean over
+        # ~chaos_history windows of steps: under health the squared bend then averages 1
+        # whatever the noise's family, and the CUSUM drifts down (the short reference, a
+        # median of 12-step window sds, swings by a third on healthy runs: as the unit it
+        # made a healthy run's CUSUM climb)
+        enough = self._bends >= _MIN_BENDS
+        unit = self._bend_mean if enough else noise * noise * _GAUSSIAN_BEND
+        u = min(square / max(unit, _TINY), _CLIP_SQUARE)
         stat = self.chaos_evidence + (u * self._llr_slope - self._llr_offset)
         self.chaos_evidence = stat = max(stat, 0.0)
         return stat > self._cusum_threshold

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from streamwatch.actions.actor import Actor
+from streamwatch.actions.args import MAX_CONCURRENT
 from streamwatch.actions.config import ActionRule
 from streamwatch.actions.log import ActionLog
 from streamwatch.alerting.silence import SilenceFile
@@ -65,4 +66,13 @@ def build_actor(args: argparse.Namespace, config: Config, *, stop: bool) -> Acto
         silences=SilenceFile(silences),
         inhibit=config.alerting.inhibit,
         dry_run=bool(getattr(args, "dry_run", False)),
+        max_concurrent=_max_concurrent(args),
     )
+
+
+def _max_concurrent(args: argparse.Namespace) -> int:
+    """``--max-concurrent-actions``, checked (ValueError below 1)."""
+    n = int(getattr(args, "max_concurrent_actions", None) or MAX_CONCURRENT)
+    if n < 1:
+        raise ValueError(f"--max-concurrent-actions must be >= 1, got {n}")
+    return n

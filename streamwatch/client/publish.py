@@ -71,13 +71,39 @@ __all__ = [
 
 DEFAULT_TOPIC = "streamwatch.metrics"
 
-#: KafkaProducer settings unless ``producer_config`` says otherwise. Idempotence is off
-#: because it requires acks="all"; max_block_ms and bootstrap_timeout_ms bound how long the
-#: sending thread can be stuck in the client (it must notice close()).
+#: KafkaProducer settings unless ``producer_config`` says otherwise (kafka-python >= 3.0).
+#: Each is chosen so that a slow, hung or dead broker cannot slow training down, reorder or
+#: duplicate events, or keep the process from exiting.
 PRODUCER_DEFAULTS: dict[str, Any] = {
-    "acks": 1,
-    "linger_ms": 50,
-    "enable_idempotence": False,
+    # The broker keeps each producer's sequence numbers per partition and discards a batch
+    # it already wrote: a request retried after a timeout (the broker was hung and wrote it
+    # when it resumed) is not stored twice. Idempotence requires acks="all"; with one broker
+    # that costs what acks=1 costs, and the waiting is done by the sending thread.
+    "enable_idempotence": True,
+    "acks": "all",
+    # One request at a time per connection: a retried batch is never overtaken by the next
+    # one, so events are stored in the order they were logged even where the broker or the
+    # settings turn idempotence off (the client then mutes the partition while it waits).
+    "max_in_flight_requests_per_connection": 1,
+    # Batch what arrives within 200 ms: fewer requests, less of the client's CPU (each costs
+    # it about a millisecond of Python), for a fifth of a second more before an alert.
+    "linger_ms": 200,
+    # A request unanswered for 5 s is given up and retried on a new connection: a healthy
+    # broker answers a produce request in milliseconds. The publisher reports the broker
+    # as not answering once an event waits this long for its acknowledgement.
+    "request_timeout_ms": 5_000,
+    # Half a second between retries of a failed request, instead of 100 ms.
+    "retry_backoff_ms": 500,
+    # Reconnecting to a broker that refuses or drops connections: from 200 ms, doubling
+    # (with jitter) up to 5 s, instead of every 50 ms up to 30 s.
+    "reconnect_backoff_ms": 200,
+    "reconnect_backoff_max_ms": 5_000,
+    # Retries are bounded in time, not in number: an event not acknowledged 2 minutes after
+    # it was handed to the client is given up (counted as dropped, reason ``expired``, and
+    # not sent again: it may have been written). At least request_timeout_ms + linger_ms.
+    "delivery_timeout_ms": 120_000,
+    # send() waits at most 5 s for the topic's metadata, and creating the producer at most
+    # 5 s for a first answer: the sending thread must notice close() in time.
     "max_block_ms": 5_000,
     "bootstrap_timeout_ms": 5_000,
 }
@@ -90,8 +116,10 @@ _MAX_IN_FLIGHT = 1_000  # events handed to the Kafka client and not acknowledged
 _BACKOFF_FIRST_S = 0.1  # reconnection backoff: doubles up to _BACKOFF_MAX_S, with jitter
 _BACKOFF_MAX_S = 5.0
 _PROBE_TIMEOUT_S = 1.0
+_PROBE_EVERY_S = 30.0  # TCP probes of a broker that does not acknowledge, at most this often
 _ATEXIT_TIMEOUT_S = 2.0
 _CLOSE_MARGIN_S = 0.5  # of close()'s timeout, kept for closing the Kafka client
+_GRACE_UNHEALTHY_S = 1.0  # what close() waits for a broker known not to answer
 _DEFAULT_PORT = 9092
 _MAX_TEMPLATES = 256  # cached event formats, one per distinct set of metric names
 _FLOAT_ONLY = {float}
@@ -114,11 +142,13 @@ class PublisherStats:
     buffered: int  #: events waiting in the buffer (at most ``max_buffer``)
     in_flight: int  #: events handed to the Kafka client, not acknowledged yet
     #: why events were dropped: ``buffer_full``, ``refused`` (the broker or client said
-    #: no for good), ``unsent_at_close``, ``logged_after_close``; they add up to ``dropped``
+    #: no for good), ``expired`` (not acknowledged within the delivery timeout),
+    #: ``unsent_at_close``, ``logged_after_close``; they add up to ``dropped``
     drops: dict[str, int] = field(default_factory=dict)
-    #: the broker as last seen: ``connecting``, ``connected``, ``unreachable`` (nothing
-    #: takes a TCP connection), ``not_answering`` (TCP, but no Kafka answer in time),
-    #: ``no_client`` (kafka-python is missing)
+    #: the broker as last seen: ``connecting``, ``connected`` (it acknowledges events),
+    #: ``unreachable`` (nothing takes a TCP connection), ``not_answering`` (TCP, but no
+    #: Kafka answer, or no acknowledgement within the request timeout), ``no_client``
+    #: (kafka-python is missing)
     broker: str = "connecting"
     last_error: str = ""  #: the last error, as logged
 
@@ -195,7 +225,6 @@ class Publisher:
         self._lock = threading.Lock()
         self._queue: deque[tuple[int, bytes]] = deque()
         self._in_flight: dict[int, bytes] = {}
-        self._failed: list[tuple[int, bytes]] = []  # retriable send failures, to requeue
         self._seq = 0
         self._next_step = 0
         self._last_step: int | None = None
@@ -203,6 +232,10 @@ class Publisher:
         self._drops: Counter[str] = Counter()
         self._broker = "connecting"
         self._last_error = ""
+        self._last_ack = 0.0  # when the broker last acknowledged an event (monotonic)
+        self._busy_since = 0.0  # when events were last handed over with none in flight
+        self._answer_timeout = 5.0  # no acknowledgement for this long: "not_answering"
+        self._next_probe = 0.0  # when the broker may be probed again (monotonic)
         self._drops_logged = 0  # dropped, as of the last warning about drops
         self._next_drop_warning = 0.0
         self._closed = False
@@ -336,7 +369,7 @@ class Publisher:
                 dropped=self._dropped,
                 bad_values=self._bad,
                 errors=self._errors,
-                buffered=len(self._queue) + len(self._failed),
+                buffered=len(self._queue),
                 in_flight=len(self._in_flight),
                 drops=dict(self._drops),
                 broker=self._broker,
@@ -358,19 +391,21 @@ class Publisher:
         self._wake.set()
         while True:
             with self._lock:
-                if not (self._queue or self._failed or self._in_flight):
+                if not (self._queue or self._in_flight):
                     return True
             left = deadline - time.monotonic()
             if left <= 0 or self._final:
                 return False
             time.sleep(min(0.01, left))
 
-    def close(self, timeout: float = 10.0, *, finished: bool = True) -> None:
+    def close(self, timeout: float = 5.0, *, finished: bool = True) -> None:
         """Send what can be sent within ``timeout`` seconds, then stop the sending thread.
 
         With ``finished`` (the default), first queue the finished marker (see the module
-        documentation). Returns within ``timeout`` even when the broker is away; events not
-        sent by then are counted as dropped. Calling it again does nothing.
+        documentation). Returns within ``timeout`` even when the broker is away or hung;
+        when the broker was already known not to answer (``stats.broker``), it waits at
+        most one second for it. Events not sent by then are counted as dropped. Calling it
+        again does nothing.
         """
         with self._lock:
             if self._closed:
@@ -383,6 +418,8 @@ class Publisher:
             timeout = max(timeout, 0.0)
             self._deadline = time.monotonic() + timeout
             self._send_until = self._deadline - min(_CLOSE_MARGIN_S, 0.2 * timeout)
+            if self._broker in ("not_answering", "unreachable"):
+                self._send_until = min(self._send_until, time.monotonic() + _GRACE_UNHEALTHY_S)
             self._stop.set()
             self._wake.set()
             self._thread.join(max(self._deadline - time.monotonic(), 0.0))
@@ -459,9 +496,35 @@ class Publisher:
                     self._pause(wait)
                     continue
                 backoff = first
+            self._watch_answers()
             progressed = self._send_some(producer)
             if not progressed:
                 self._pause(_IDLE_S if not stopping else 0.005)
+
+    def _watch_answers(self) -> None:
+        """Say what the broker does: events waiting longer than the request timeout for an
+        acknowledgement mean it is not answering (it takes TCP connections) or unreachable
+        (it does not). While that lasts, probes every 30 s at most: each probe is a
+        connection a hung broker's listen queue keeps."""
+        now = time.monotonic()
+        with self._lock:
+            waiting = bool(self._in_flight)
+        quiet = now - max(self._last_ack, self._busy_since)
+        if not waiting or quiet < self._answer_timeout or now < self._next_probe:
+            return
+        self._next_probe = now + max(self._answer_timeout, _PROBE_EVERY_S)
+        state = "not_answering" if self._reachable() else "unreachable"
+        if state != self._broker:
+            self._broker = state
+            self._warn("no acknowledgement for %.0f s: broker %s; buffering", quiet, state)
+
+    def _room(self) -> int:
+        """How many more events the Kafka client may hold. While the broker does not
+        acknowledge, only one (a probe): the rest wait in the buffer, where the oldest give
+        way to the newest, instead of expiring in the client."""
+        if self._broker == "connected":
+            return _MAX_IN_FLIGHT - len(self._in_flight)
+        return 0 if self._in_flight else 1
 
     def _pause(self, seconds: float) -> None:
         if self._stop.is_set():
@@ -475,7 +538,7 @@ class Publisher:
 
     def _drained(self) -> bool:
         with self._lock:
-            return not (self._queue or self._failed or self._in_flight)
+            return not (self._queue or self._in_flight)
 
     def _connect(self, kafka: Any) -> Any:
         if not self._reachable():
@@ -484,6 +547,12 @@ class Publisher:
             return None
         config: dict[str, Any] = {**PRODUCER_DEFAULTS, **self._producer_config}
         config["bootstrap_servers"] = self._servers
+        if "kafka_client" not in config:
+            calm = _calm_client(kafka.KafkaProducer.DEFAULT_CONFIG["kafka_client"])
+            if calm is not None:
+                config["kafka_client"] = calm
+        linger_ms = float(config.get("linger_ms") or 0)
+        self._answer_timeout = (float(config.get("request_timeout_ms", 30_000)) + linger_ms) / 1e3
         if self._stop.is_set() and "bootstrap_timeout_ms" not in self._producer_config:
             config["bootstrap_timeout_ms"] = max(int(self._time_left() * 1000), 1)
         created = track_clients(config, kafka.KafkaProducer)
@@ -494,7 +563,8 @@ class Publisher:
             self._broker = "not_answering"
             self._error("cannot create the Kafka producer: %s: %s", type(exc).__name__, exc)
             return None
-        self._broker = "connected"
+        self._broker = "connected"  # it answered the bootstrap's requests
+        self._last_ack = time.monotonic()
         # kafka-python's own exit handler closes the producer; ours must run first (LIFO) so
         # that what is buffered at exit is flushed before that.
         try:
@@ -528,11 +598,10 @@ class Publisher:
     def _send_some(self, producer: Any) -> bool:
         """Hand buffered events to the producer; False when nothing could be sent."""
         with self._lock:
-            if self._failed:
-                self._requeue(self._failed)
-                self._failed = []
-            room = _MAX_IN_FLIGHT - len(self._in_flight)
+            room = self._room()
             batch = [self._queue.popleft() for _ in range(min(room, len(self._queue)))]
+            if batch and not self._in_flight:
+                self._busy_since = time.monotonic()
             self._in_flight.update(batch)
         for i, (seq, payload) in enumerate(batch):
             try:
@@ -571,23 +640,31 @@ class Publisher:
         self._queue.extendleft(reversed(items))
 
     def _on_sent(self, seq: int, _metadata: object) -> None:
+        self._last_ack = time.monotonic()
+        self._broker = "connected"
+        self._next_probe = 0.0  # the next silence is looked into at once
         with self._lock:
             if self._in_flight.pop(seq, None) is not None:
                 self._sent += 1
 
     def _on_failed(self, seq: int, exc: BaseException) -> None:
+        """The client gave the event up. It is not sent again: it may have been written (a
+        request that timed out can still be stored once the broker resumes), and a second
+        copy, under a new producer id, would not be recognised as a duplicate."""
         with self._lock:
-            payload = self._in_flight.pop(seq, None)
-            if payload is None:
+            if self._in_flight.pop(seq, None) is None:
                 return
-            if getattr(exc, "retriable", False) and not self._final:
-                self._failed.append((seq, payload))
-            else:
-                self._drop("unsent_at_close" if self._final else "refused")
+            if self._final:  # close() is closing the client
+                self._drop("unsent_at_close")
+                return
+            timeout = type(exc).__name__ == "KafkaTimeoutError"
+            self._drop("expired" if timeout else "refused")
         self._error("an event was not delivered: %s: %s", type(exc).__name__, exc)
 
     def _shut(self, producer: Any) -> None:
         """Close the producer by close()'s deadline; whatever is unsent is dropped."""
+        with self._lock:
+            self._final = True  # what the client fails from now on was unsent at close
         try:
             if producer is not None:
                 _close_producer(producer, self._deadline, abandon=not self._drained())
@@ -600,10 +677,9 @@ class Publisher:
         """Count every event not acknowledged yet as dropped; later outcomes are ignored."""
         with self._lock:
             self._final = True
-            left = len(self._queue) + len(self._failed) + len(self._in_flight)
+            left = len(self._queue) + len(self._in_flight)
             self._drop("unsent_at_close", left)
             self._queue.clear()
-            self._failed.clear()
             self._in_flight.clear()
 
     # ------------------------------------------------------------------ reporting
@@ -652,6 +728,36 @@ class Publisher:
     def _say(self, message: str, *args: object) -> None:
         with contextlib.suppress(Exception):  # logging must not break the caller either
             _log.warning("streamwatch publisher for run %r: " + message, self.run_id, *args)
+
+
+_NOT_READY_POLL_MS = 100.0
+_CALM: dict[Any, Any] = {}
+
+
+def _calm_client(base: Any) -> Any:
+    """kafka-python 3.0's network client, with ``connection_delay`` in milliseconds.
+
+    Its sender waits ``connection_delay(node)`` milliseconds before looking at a node that is
+    not ready again, but the client returns seconds, and 0 while a connection is being set
+    up: with a hung broker (TCP accepted, the handshake never answered) the sender polls
+    with a zero timeout in a loop and spins a core. Here the delay is in milliseconds and at
+    least 100 ms while the node is not ready; the poll still returns as soon as the
+    connection's socket has something to say. None for clients other than that one.
+    """
+    if getattr(base, "__module__", "") != "kafka.net.compat":
+        return None
+    calm = _CALM.get(base)
+    if calm is None:
+
+        class CalmClient(base):  # type: ignore[misc]
+            def connection_delay(self, node_id: Any) -> float:
+                seconds = float(super().connection_delay(node_id))
+                if seconds > 0:
+                    return max(seconds * 1e3, 1.0)
+                return 0.0 if self.is_ready(node_id) else _NOT_READY_POLL_MS
+
+        calm = _CALM[base] = CalmClient
+    return calm
 
 
 def _close_producer(producer: Any, deadline: float, *, abandon: bool) -> None:

@@ -5,6 +5,8 @@ keyed by run id (a stop request for a ``stop`` rule that was carried out, a plai
 otherwise), carrying all the run's records so far. When the service takes a partition over,
 it reads the control topic's partition (:meth:`ControlChannel.load`) and its actor learns
 what the previous owner did, so that a hand-over, a crash or a restart repeats no action.
+An action's start (its intent, sent before it runs) is flushed to the brokers at once: a
+worker killed while a command runs leaves the start for the next owner to find.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from streamwatch.sinks.kafka import OutRecord, RecordOutbox
 __all__ = ["ControlChannel"]
 
 log = logging.getLogger(__name__)
+#: seconds to wait for the brokers to hold an action's start before it runs
+_START_FLUSH_S = 5.0
 
 
 class ControlChannel:
@@ -55,6 +59,13 @@ class ControlChannel:
         q = self.partition_of(record.run_id) % self.partitions
         self.outbox.send(OutRecord(self.topic, value, record.run_id.encode(), q))
         self.sent += 1
+        if record.status == "started" and not self.outbox.flush(_START_FLUSH_S):
+            log.warning(
+                "the start of action %s on run %s is not on %s yet (the action log holds it)",
+                record.key,
+                record.run_id,
+                self.topic,
+            )
         if stop:
             log.warning(
                 "stop requested for run %s at step %d: %s", record.run_id, record.step, reason

@@ -502,6 +502,9 @@ class Service:
         for p in sorted(new):
             if control is not None:
                 learnt += actor.learn(control.load(p))
+        if actor.action_log is not None:  # the starts a killed worker fsync'd, not yet sent
+            mine = [r for r in actor.action_log.read() if own.run_partition.get(r.run_id) in new]
+            learnt += actor.learn(mine)
         by_run: dict[str, list[Incident]] = {}
         for inc in self.monitor.firing():
             if own.run_partition.get(inc.run_id) in new:

@@ -12,6 +12,18 @@ saves a checkpoint when ``control.should_save`` is set and leaves the loop when
 >>> result = run_loop(Stopper(), ((s, {"loss": 1.0}) for s in range(1, 10)))
 >>> result.saved, result.last_step, result.stopped
 ([3], 3, True)
+
+For a hand-written loop, :class:`LoopHelper` gives the callback's behaviour (Kafka, a local
+JSONL log, a stop file or signal) without a Trainer::
+
+    helper = LoopHelper(None, "run-7", local_log="run-7.jsonl", stop_file="run-7.stop")
+    for step in range(steps):
+        ...
+        helper.log({"loss": loss}, step)
+        if helper.should_stop(step):
+            save_checkpoint(step)
+            break
+    helper.close()
 """
 
 from __future__ import annotations
@@ -19,9 +31,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
-__all__ = ["LoopResult", "TrainerControl", "TrainerState", "run_loop"]
+from streamwatch.client.integrations.hooks import TrainerHooks
+
+__all__ = ["LoopHelper", "LoopResult", "TrainerControl", "TrainerState", "run_loop"]
 
 
 @dataclass(slots=True)
@@ -88,3 +103,51 @@ def run_loop(
     if train_end is not None:
         train_end(args, state, control)
     return result
+
+
+class LoopHelper:
+    """The callback's hooks for a loop without a Trainer: :meth:`log` each step's metrics,
+    ask :meth:`should_stop` at the end of each step (True: save a checkpoint, then stop),
+    :meth:`close` at the end (or use it as a context manager). The arguments are those of
+    :class:`~streamwatch.client.integrations.hooks.TrainerHooks`.
+    """
+
+    def __init__(
+        self, bootstrap_servers: str | list[str] | None, run_id: str, **options: Any
+    ) -> None:
+        self.hooks = TrainerHooks(bootstrap_servers, run_id, **options)
+        self.state = TrainerState()
+        self.control = TrainerControl()
+        self.hooks.on_train_begin(None, self.state, self.control)
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        """Publish (and write locally) the metrics of ``step``; never blocks on the broker."""
+        self.state.global_step = step
+        self.hooks.on_log(None, self.state, self.control, logs=dict(metrics))
+
+    def should_stop(self, step: int | None = None) -> bool:
+        """True once a stop was asked for (the service, the stop file, the signal)."""
+        if step is not None:
+            self.state.global_step = step
+        self.hooks.on_step_end(None, self.state, self.control)
+        return self.control.should_training_stop
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self.hooks.stop_reason
+
+    def close(self, *, finished: bool = True) -> None:
+        """End the run: close the publisher and the local log, with the end-of-run marker
+        unless ``finished`` is False (a run that failed should be reported as stalled)."""
+        self.hooks.end(finished=finished, step=self.state.global_step)
+
+    def __enter__(self) -> LoopHelper:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close(finished=exc_type is None)
