@@ -22,7 +22,8 @@ from streamwatch.cli.main import main
 FIELD = Path(__file__).parent / "data" / "field"
 #: a real NaN KL (critical) and a real step where every reward was 0 (a warning)
 KL_NAN = FIELD / "ms-swift-4465-kl-nan-step-300.jsonl"
-ZERO_REWARD = FIELD / "verl-2088-all-rewards-zero.jsonl"
+# the field case's one verl row (every reward 0) at two steps: a warning (one row alone is an info)
+ZERO_REWARD = FIELD.parent / "zero-reward-two-steps.jsonl"
 STREAMWATCH = [sys.executable, "-m", "streamwatch.cli.main"]
 
 #: the arguments each command needs to parse at all

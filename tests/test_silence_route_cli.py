@@ -16,7 +16,8 @@ from streamwatch.alerting.testing import RecordingReceiver, free_port
 ROOT = Path(__file__).resolve().parent.parent
 FIELD = ROOT / "tests" / "data" / "field"
 KL_NAN = FIELD / "ms-swift-4465-kl-nan-step-300.jsonl"  # critical: a NaN KL
-ZERO_REWARD = FIELD / "verl-2088-all-rewards-zero.jsonl"  # warning: every reward 0
+# the field case's one verl row (every reward 0) at two steps: a warning (one row alone is an info)
+ZERO_REWARD = FIELD.parent / "zero-reward-two-steps.jsonl"
 STREAMWATCH = [sys.executable, "-m", "streamwatch.cli.main"]
 
 

@@ -32,7 +32,8 @@ TRL_CONSOLE = FORMATS / "trl-grpo-run_terminal.md"
 VERL_CONSOLE = FORMATS / "verl-console" / "rllm-issue-54.log"
 VERL_TB = FORMATS / "tensorboard" / "q3b_fsdp_base"
 KL_NAN = DATA / "field" / "ms-swift-4465-kl-nan-step-300.jsonl"
-ZERO_REWARD = DATA / "field" / "verl-2088-all-rewards-zero.jsonl"
+# the field case's one verl row (every reward 0) at two steps: a warning (one row alone is an info)
+ZERO_REWARD = DATA / "zero-reward-two-steps.jsonl"
 STREAMWATCH = [sys.executable, "-m", "streamwatch.cli.main"]
 
 
@@ -203,7 +204,8 @@ def test_watch_writes_incidents_as_they_fire_and_ends_on_sigterm_with_a_summary(
         _wait_for(lambda: "waiting for" in stderr.read_text(), proc, 30)
         shutil.copy(KL_NAN, logs / KL_NAN.name)  # a NaN KL: one critical incident
         _wait_for(lambda: len(_lines(incidents)) == 1, proc, 30)
-        shutil.copy(VERL_CONSOLE, logs / VERL_CONSOLE.name)  # every reward 0: a warning
+        # every reward 0 at its one step: an info (one step of evidence)
+        shutil.copy(VERL_CONSOLE, logs / VERL_CONSOLE.name)
         _wait_for(lambda: len(_lines(incidents)) == 2, proc, 30)
         _wait_for(lambda: "2 run(s), 2 events" in stderr.read_text(), proc, 30)
         proc.send_signal(signal.SIGTERM)
@@ -216,7 +218,7 @@ def test_watch_writes_incidents_as_they_fire_and_ends_on_sigterm_with_a_summary(
     kinds = [json.loads(line)["kind"] for line in _lines(incidents)]
     assert kinds == ["nonfinite_metric", "no_learning_signal"]
     assert "run ms-swift-4465-kl-nan-step-300: 1 critical" in out
-    assert "run rllm-issue-54: 1 warning" in out
+    assert "run rllm-issue-54: 1 info" in out
     text = (tmp_path / "stderr.txt").read_text()
     assert f"following {logs / KL_NAN.name} (streamwatch, run {KL_NAN.stem})" in text
     assert "open incident(s)" in text
