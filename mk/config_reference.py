@@ -56,6 +56,11 @@ def _tables(model: type[BaseModel], prefix: str, out: list[str]) -> None:
             continue
         default: Any = field.default
         shown = "" if default is None else f"`{default!r}`"
+        factory = field.default_factory
+        if isinstance(factory, type):  # an empty container
+            shown = f"`{factory()!r}`"
+        elif factory is not None:  # decided where it runs: the meaning says how
+            shown = "(this machine's)"
         rows.append(f"| `{name}` | {shown} | {_cell(field.description or '')} |")
     if rows:
         out += [f"### `[{prefix}]`", "", "| key | default | meaning |", "|---|---|---|", *rows, ""]

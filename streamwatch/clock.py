@@ -21,11 +21,13 @@ __all__ = ["Clock", "ManualClock", "SystemClock"]
 
 class Clock(Protocol):
     def now(self) -> float:
-        """Unix seconds (for timestamps, expiry, silence since an event arrived)."""
+        """Unix seconds (for timestamps and expiry; it can be set back or forward, so no
+        decision about durations is taken on it)."""
         ...
 
     def monotonic(self) -> float:
-        """Seconds from an arbitrary origin that never go back (for durations, deadlines)."""
+        """Seconds from an arbitrary origin that never go back (for durations, deadlines,
+        silence since an event arrived)."""
         ...
 
 
@@ -40,23 +42,39 @@ class SystemClock:
 
 
 class ManualClock:
-    """A clock that moves only when told to (both readings together). Thread-safe."""
+    """A clock that moves only when told to. Thread-safe.
+
+    :meth:`advance` moves both readings together (time passes); :meth:`step` sets the wall
+    clock forward or back without time passing, as an administrator or NTP does.
+
+    >>> clock = ManualClock(1000.0)
+    >>> clock.step(-3600.0)
+    >>> clock.advance(1.0)
+    >>> clock.now(), clock.monotonic()
+    (-2599.0, 1.0)
+    """
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self._start = start
-        self._now = start
+        self._wall = start  # the wall clock at monotonic zero
+        self._elapsed = 0.0
         self._lock = threading.Lock()
 
     def now(self) -> float:
         with self._lock:
-            return self._now
+            return self._wall + self._elapsed
 
     def monotonic(self) -> float:
         with self._lock:
-            return self._now - self._start
+            return self._elapsed
 
     def advance(self, seconds: float) -> None:
         if seconds < 0:
             raise ValueError(f"a clock cannot go back ({seconds} s)")
         with self._lock:
-            self._now += seconds
+            self._elapsed += seconds
+
+    def step(self, seconds: float) -> None:
+        """Set the wall clock ``seconds`` forward (or back, when negative); the monotonic
+        reading does not move."""
+        with self._lock:
+            self._wall += seconds

@@ -387,6 +387,12 @@ class StallSettings(_Section):
     factor: float = Field(5.0, gt=1, description="stalled after this many cadences of silence")
     min_seconds: float = Field(60.0, ge=0, description="...and at least this long")
     min_steps: int = Field(3, ge=2, description="steps needed to know the cadence")
+    future_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="an event time this far past the clock (live) or the newest event time "
+        "(replay) is not trusted: the event is judged without it",
+    )
 
 
 class StragglerSettings(_Section):
@@ -497,6 +503,31 @@ class ContextSettings(_Section):
     )
 
 
+#: Bytes one tracked series can hold (its windows and detectors, measured: about 5 KB).
+BYTES_PER_SERIES = 5_000
+#: The share of the machine's memory the default run bound lets the runs' state take.
+MEMORY_SHARE = 0.5
+
+
+def default_max_runs(series_per_run: int = 2_000, memory: int | None = None) -> int:
+    """The default run bound: 10,000, or fewer when that many runs of ``series_per_run``
+    series each would not fit in half of the machine's memory (``memory`` bytes, by default
+    read with ``os.sysconf``); at least 100.
+
+    >>> default_max_runs(memory=24 * 2**30)
+    1288
+    >>> default_max_runs(memory=2**40)
+    10000
+    """
+    if memory is None:
+        try:
+            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, OSError, ValueError):  # not a POSIX system: the old default
+            return 10_000
+    fit = int(memory * MEMORY_SHARE / (series_per_run * BYTES_PER_SERIES))
+    return max(100, min(10_000, fit))
+
+
 class EngineConfig(_Section):
     resolve_after: int = Field(
         20, ge=1, description="healthy updates (at most one an event) before an incident resolves"
@@ -522,7 +553,11 @@ class EngineConfig(_Section):
     context: ContextSettings = ContextSettings()
     disabled_kinds: tuple[str, ...] = ()
     max_runs: int = Field(
-        10_000, ge=1, description="runs tracked at once; past it the stalest tenth is forgotten"
+        default_factory=lambda: default_max_runs(),
+        ge=1,
+        description="runs tracked at once (default: 10,000, or what fits in half of this "
+        "machine's memory); past it the tenth least recently heard from is forgotten (runs "
+        "with open incidents last)",
     )
     resume_grace_steps: int = Field(
         10,

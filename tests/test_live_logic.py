@@ -36,6 +36,8 @@ from streamwatch.sources import FileSource
 from streamwatch.sources.kafka import KafkaConnection
 
 #: Stalls are judged on the service's clock; comparisons with a replay leave them out.
+#: A wall clock later than every event time of the data (event times ahead are not trusted).
+LATER = 2_000_000_000.0
 NO_STALLS = Config(engine=EngineConfig(disabled_kinds=("run_stalled",)))
 TOPIC = "metrics"
 NAMES = {
@@ -61,7 +63,7 @@ def settings(**overrides: Any) -> ServiceSettings:
 
 
 def new_broker(partitions: int = 4) -> tuple[FakeBroker, ManualClock]:
-    clock = ManualClock()
+    clock = ManualClock(LATER)  # after the data's times: none is in the future
     broker = FakeBroker(clock)
     broker.ensure_topics({TOPIC: _spec(partitions)})
     return broker, clock

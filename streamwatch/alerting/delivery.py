@@ -122,9 +122,9 @@ class Outbox:
             if message.id in self._known:
                 return False
             self._known.add(message.id)
-            self.spool.add(message)
+            kept = self.spool.add(message)  # else said in the log: held in memory only
             self._dirty = True
-            if not self._spilled and len(self._lanes) < self.policy.queue_size:
+            if not kept or (not self._spilled and len(self._lanes) < self.policy.queue_size):
                 self._lanes.add(message)
             else:
                 self._spilled = True

@@ -231,7 +231,9 @@ class Dispatcher:
                 return
             self._spilling = True
             self.stats.spilled += 1
-            self._spill.add(inc)
+            if not self._spill.add(inc):  # the disk did not take it (said): kept in memory
+                self._intake.append(inc)
+                self._cond.notify()
 
     def run_ended(self, run_id: str) -> None:
         """The run finished (its end-of-run marker): its incidents still firing are not

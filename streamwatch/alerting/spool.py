@@ -10,7 +10,11 @@
   the redacted reason; a message is written there once.
 - ``intake.jsonl``: incident updates that arrived while the in-memory intake was full.
 
-A line cut short by a crash is skipped (and said so) when the file is read back.
+A line cut short by a crash is skipped (and said so) when the file is read back. A write
+that fails (a full disk) does not raise: the lines are written whole or not at all (a part
+written is truncated away), and each record not kept is said in the log, by what it was (a
+spooled message is still delivered from memory, but would not survive a restart); the file
+counts its failures in ``errors``.
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ import os
 import threading
 from collections import deque
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from streamwatch.alerting.message import Message
 from streamwatch.incidents import Incident
+from streamwatch.sinks.jsonl import describe_error, write_whole
 
 __all__ = ["FailedLog", "IncidentSpill", "SentLog", "Spool", "read_jsonl"]
 
@@ -57,37 +62,62 @@ class _AppendFile:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._file: IO[str] | None = None
+        self._fd: int | None = None
+        self.errors = 0  # writes that failed
 
-    def append(self, records: list[dict[str, Any]]) -> None:
-        text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
+    def append(self, records: list[dict[str, Any]]) -> bool:
+        """Append whole lines; False when the file could not take them (each record not
+        kept is said in the log; nothing of them is left in the file)."""
+        data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records).encode()
         with self._lock:
-            if self._file is None:
-                self._file = self.path.open("a", encoding="utf-8")
-            self._file.write(text)
-            self._file.flush()
-            os.fsync(self._file.fileno())
+            try:
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                write_whole(self._fd, data)
+                os.fsync(self._fd)
+            except OSError as exc:
+                self._not_kept(records, exc)
+                return False
+        return True
 
-    def rewrite(self, records: list[dict[str, Any]]) -> None:
-        """Replace the contents atomically (write, fsync, rename)."""
+    def _not_kept(self, records: list[dict[str, Any]], exc: OSError) -> None:
+        self.errors += 1
+        why = describe_error(exc)
+        for r in records:
+            log.error("%s: %s: %s not kept on disk", self.path, why, self.what(r))
+
+    def what(self, record: dict[str, Any]) -> str:
+        """A record, in a few words (for the log line saying it was not kept)."""
+        return "a record"
+
+    def rewrite(self, records: list[dict[str, Any]]) -> bool:
+        """Replace the contents atomically (write, fsync, rename); False when that failed
+        (the file keeps what it held)."""
         tmp = self.path.with_name(self.path.name + ".tmp")
         with self._lock:
             self._close()
-            with tmp.open("w", encoding="utf-8") as f:
-                for r in records:
-                    f.write(json.dumps(r, separators=(",", ":")) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            try:
+                with tmp.open("w", encoding="utf-8") as f:
+                    for r in records:
+                        f.write(json.dumps(r, separators=(",", ":")) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self.path)
+            except OSError as exc:
+                self.errors += 1
+                log.error("%s: could not rewrite it (%s); it keeps what it held", self.path, exc)
+                tmp.unlink(missing_ok=True)
+                return False
+        return True
 
     def read(self) -> list[dict[str, Any]]:
         with self._lock:
             return read_jsonl(self.path)
 
     def _close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
     def close(self) -> None:
         with self._lock:
@@ -97,8 +127,12 @@ class _AppendFile:
 class Spool(_AppendFile):
     """Messages of one receiver not yet known to be done."""
 
-    def add(self, message: Message) -> None:
-        self.append([message.to_record()])
+    def add(self, message: Message) -> bool:
+        """Spool a message; False when the disk did not take it (said in the log)."""
+        return self.append([message.to_record()])
+
+    def what(self, record: dict[str, Any]) -> str:
+        return f"message {record.get('id')} for receiver {record.get('receiver')}"
 
     def load(self) -> list[Message]:
         out = []
@@ -184,8 +218,13 @@ class FailedLog(_AppendFile):
 class IncidentSpill(_AppendFile):
     """Incident updates that found the in-memory intake full, in arrival order."""
 
-    def add(self, inc: Incident) -> None:
-        self.append([inc.model_dump(mode="json")])
+    def add(self, inc: Incident) -> bool:
+        return self.append([inc.model_dump(mode="json")])
+
+    def what(self, record: dict[str, Any]) -> str:
+        return (
+            f"incident update {record.get('id')} ({record.get('kind')}, run {record.get('run_id')})"
+        )
 
     def take(self) -> list[Incident]:
         """Everything spilled so far; the file is emptied."""

@@ -2,8 +2,9 @@
 
 The cadence is the median gap between the run's recent step advances, in event time. In a
 replay, silence is event time too: the newest event time seen across runs, minus the run's
-newest. A live service measures silence on its own clock instead (now, minus when it last
-received one of the run's events), so a node whose clock is off is not taken for silent.
+newest. A live service measures silence on its own monotonic clock instead (now, minus when
+it last received one of the run's events), so neither a node whose clock is off nor a wall
+clock set forward or back is taken for silence.
 """
 
 from __future__ import annotations

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING
 from streamwatch import __version__, build
 from streamwatch._install import EXTRAS, install_hint
 from streamwatch.cli.commands import COMMANDS
-from streamwatch.cli.outcome import EXIT_INCIDENT, EXIT_NO_EVENTS, EXIT_OK, EXIT_USAGE, exit_code
+from streamwatch.cli.outcome import (
+    EXIT_DISK_FULL,
+    EXIT_INCIDENT,
+    EXIT_NO_EVENTS,
+    EXIT_OK,
+    EXIT_USAGE,
+    exit_code,
+    unwritten,
+)
 
 if TYPE_CHECKING:
     from streamwatch.replay.files import ReplayResult
@@ -150,6 +158,10 @@ def _replay(args: argparse.Namespace) -> int:
         print(format_verbose(result))
     if result.events == 0:
         return _no_events(result)
+    lost = unwritten(outputs.jsonl)
+    if lost is not None:
+        print(lost, file=sys.stderr)
+        return EXIT_DISK_FULL
     code = exit_code(events=result.events, worst=result.worst(), fail_on=args.fail_on)
     if code == EXIT_INCIDENT:
         print(f"streamwatch: failing: a {result.worst()} incident fired", file=sys.stderr)

@@ -25,6 +25,8 @@ class Outputs:
 
     sinks: list[Sink]
     muted: Muted
+    #: the ``--incidents-out`` file (after the block: what it could not take, ``lost``)
+    jsonl: JsonlSink | None = None
 
 
 @contextmanager
@@ -48,7 +50,7 @@ def incident_sinks(
     if alerts is not None:
         sinks.append(alerts)
     try:
-        yield Outputs(sinks, muted)
+        yield Outputs(sinks, muted, jsonl)
     finally:
         if jsonl is not None:
             jsonl.close()

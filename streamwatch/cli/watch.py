@@ -11,9 +11,15 @@ from streamwatch.actions.record import describe
 from streamwatch.cli.actions import build_actor
 from streamwatch.cli.config_refs import load_sending_config
 from streamwatch.cli.interrupt import stop_on_signals
-from streamwatch.cli.outcome import EXIT_INCIDENT, EXIT_NO_EVENTS, exit_code
+from streamwatch.cli.outcome import (
+    EXIT_DISK_FULL,
+    EXIT_INCIDENT,
+    EXIT_NO_EVENTS,
+    exit_code,
+    unwritten,
+)
 from streamwatch.cli.sinks import incident_sinks
-from streamwatch.clock import SystemClock
+from streamwatch.clock import Clock, SystemClock
 from streamwatch.incidents import Severity
 from streamwatch.replay.files import format_runs
 from streamwatch.replay.watch import Watcher
@@ -26,17 +32,18 @@ def _note(line: str) -> None:
 
 
 def _follow(
-    watcher: Watcher, clock: SystemClock, args: argparse.Namespace, stop: threading.Event
+    watcher: Watcher, clock: Clock, args: argparse.Namespace, stop: threading.Event
 ) -> None:
     """Poll until stopped, or until ``--idle-exit`` seconds pass without a new event; a
     progress line every ``--status-seconds``. While a log holds more than a poll reads (a
-    large backlog), the next poll follows at once."""
-    last_event = clock.now()
+    large backlog), the next poll follows at once. Idle time is measured on the monotonic
+    clock (a wall clock set forward does not end the watch)."""
+    last_event = clock.monotonic()
     next_status = last_event + args.status_seconds
     while not stop.is_set():
         seen = watcher.stats.events
         watcher.poll()
-        now = clock.now()
+        now = clock.monotonic()
         if watcher.stats.events > seen:
             last_event = now
         elif args.idle_exit is not None and now - last_event >= args.idle_exit:
@@ -81,6 +88,10 @@ def run_watch(args: argparse.Namespace) -> int:
     if s.problems:
         print(f"{s.problems:,} problem(s) set aside; first ones:")
         print("\n".join(f"  {p}" for p in s.kept[:10]))
+    lost = unwritten(outputs.jsonl)
+    if lost is not None:
+        print(lost, file=sys.stderr)
+        return EXIT_DISK_FULL
     code = exit_code(events=s.events, worst=watcher.tally.worst, fail_on=args.fail_on)
     if code == EXIT_NO_EVENTS:
         print("streamwatch: watch read no event, nothing was checked", file=sys.stderr)

@@ -47,7 +47,8 @@ class MonitorStats:
     problems: int = 0
     incidents: int = 0
     set_aside: int = 0  # values past the bounds (metrics per event, series per run)
-    runs_evicted: int = 0  # runs forgotten at the run bound (max_runs), the stalest first
+    runs_evicted: int = 0  # runs forgotten at the run bound (max_runs), least recent first
+    evicted_open: int = 0  # ...of them, runs with open incidents (each resolved with why)
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -70,6 +71,17 @@ class Monitor:
         self.now = -math.inf
         self._swept = -math.inf
         self.sweep_seconds = sweep_seconds
+        #: stalls judged on event time (a replay): without it, a live caller judges them on
+        #: its own clock at each tick, and neither event times nor their gaps decide a stall
+        self._event_time = sweep_seconds < math.inf
+        #: an event time this far past ``now`` is not trusted until its run confirms it
+        self._ahead_s = self.engine.stall.future_seconds if self._event_time else math.inf
+        self._held: dict[str, float] = {}  # run id -> the event time held, not yet trusted
+        self._doubted: set[str] = set()  # runs told once that an event time was not trusted
+        #: run id -> when its last event came, in events received (the eviction order)
+        self._received: dict[str, int] = {}
+        self._seq = 0
+        self._evicted: list[Incident] = []  # resolves of runs forgotten, not yet returned
         self._problems: list[Problem] = []
         #: the team's own rules, parsed once; each run keeps its own state of them
         self._rules = [Rule.of(r) for r in self.config.rules]
@@ -86,7 +98,13 @@ class Monitor:
         run = self.runs.get(run_id)
         if run is None:
             run = self._new_run(run_id)
-        run.observe(step, ts)
+        self._seq += 1
+        self._received[run_id] = self._seq
+        if ts is not None and ts > self.now + self._ahead_s and self.now > -math.inf:
+            ts = self._ahead(run, ts, step, origin)
+        elif self._held:
+            self._held.pop(run_id, None)
+        run.observe(step, ts, self._event_time)
         if tags and is_finished(event):
             # a process says the run completed; a later event from another rank reopens it
             run.stall.ended = True
@@ -164,7 +182,7 @@ class Monitor:
             if ts - self._swept >= self.sweep_seconds:
                 self._sweep()
                 return self._drain(self.runs.values())
-        if run.out or run.problems:
+        if run.out or run.problems or self._evicted:
             return self._drain((run,))
         return []
 
@@ -205,22 +223,26 @@ class Monitor:
         )
         return dict(islice(metrics.items(), limit))
 
-    def tick(self, now: float, heard: Mapping[str, float] | None = None) -> list[Incident]:
+    def tick(
+        self, now: float, heard: Mapping[str, float] | None = None, *, ts: float | None = None
+    ) -> list[Incident]:
         """Time passes without events: check every run for stalls.
 
         ``heard``: when each run was last heard from, on the clock of ``now``. A live service
-        passes its own clock and the times it received each run's events, so silence is
-        measured on one clock, whatever the clocks of the training nodes say (a node ten
-        minutes behind would otherwise look ten minutes silent). Without it, silence is
-        ``now`` minus the run's newest event time.
+        passes its own monotonic clock and the times it received each run's events on it, so
+        silence is measured on one clock that is never set back or forward, whatever the
+        clocks of the training nodes (or its own wall clock) say. ``ts``: the wall time the
+        updates are stamped with (by default ``now``). Without ``heard``, silence is ``now``
+        minus the run's newest event time.
         """
         if heard is None:
             if now > self.now:
                 self.now = now
             self._sweep()
         else:
+            stamp = now if ts is None else ts
             for run_id, run in self.runs.items():
-                run.check_stall(now, heard.get(run_id))
+                run.check_stall(now, heard.get(run_id), stamp)
         return self._drain(self.runs.values())
 
     def flush(self) -> list[Incident]:
@@ -257,6 +279,9 @@ class Monitor:
     def forget(self, run_id: str) -> None:
         """Drop a run's state (another process owns it now); a later event starts it afresh."""
         self.runs.pop(run_id, None)
+        self._received.pop(run_id, None)
+        self._held.pop(run_id, None)
+        self._doubted.discard(run_id)
 
     def restore(self, blob: bytes) -> str:
         """Install a run's state from :meth:`snapshot` (of any process); returns its run id.
@@ -267,6 +292,8 @@ class Monitor:
         run = load_run(blob)
         self._own_rules(run)
         self.runs[run.run_id] = run
+        self._seq += 1
+        self._received[run.run_id] = self._seq  # restored now: as recent as a new run
         return run.run_id
 
     def _own_rules(self, run: RunState) -> None:
@@ -308,15 +335,70 @@ class Monitor:
         self.runs[run_id] = run
         return run
 
+    def _ahead(self, run: RunState, ts: float, step: int, origin: str) -> float | None:
+        """An event time more than ``stall.future_seconds`` past the newest so far: held,
+        not trusted (the event is judged without a time), until the run's next event comes
+        near it (a run that resumes after a long pause), so that one event stamped in the
+        far future does not make every other run look silent. Said once per run."""
+        run_id = run.run_id
+        held = self._held.pop(run_id, None)
+        if held is not None and abs(ts - held) <= self._ahead_s:
+            return ts
+        self._held[run_id] = ts
+        if run_id not in self._doubted:
+            self._doubted.add(run_id)
+            run.problems.append(
+                Problem(
+                    origin,
+                    f"event time {ts:.0f} is {ts - self.now:.0f} s past the newest event time "
+                    f"so far (engine.stall.future_seconds is {self._ahead_s:g}): not trusted "
+                    "until the run's next event confirms it",
+                    run_id,
+                    step,
+                )
+            )
+        return None
+
     def _evict(self) -> None:
-        """The run bound is reached: forget the stalest tenth of the runs (by their newest
-        event time), so that a flood of new run ids costs one sort per tenth, not a scan
-        per run."""
+        """The run bound is reached: forget a tenth of the runs, so that a flood of new run
+        ids costs one sort per tenth, not a scan per run. The runs whose events came least
+        recently go first (the order they were received in, not their event times, which
+        the producers choose), runs with open incidents last; each open incident of a run
+        forgotten is resolved with the reason."""
         n = max(1, self.engine.max_runs // 10)
-        by_age = sorted(self.runs.values(), key=lambda r: r.last_ts or -math.inf)
+        received = self._received
+        by_age = sorted(
+            self.runs.values(),
+            key=lambda r: (bool(r.book.open), received.get(r.run_id, -1)),
+        )
+        held = len(self.runs)
         for run in by_age[:n]:
-            del self.runs[run.run_id]
+            self._forget_evicted(run, held)
         self.stats.runs_evicted += n
+        self._problems.append(
+            Problem(
+                "engine",
+                f"{n} run(s) forgotten: {held} runs held, the limit (engine.max_runs); the "
+                "least recently heard from went first",
+            )
+        )
+        self.stats.problems += 1
+
+    def _forget_evicted(self, run: RunState, held: int) -> None:
+        run_id = run.run_id
+        why = f"evicted: {held} runs held, the limit (engine.max_runs)"
+        if run.book.open:
+            self.stats.evicted_open += 1
+            for fid in list(run.book.open):
+                update = run.book.resolve(fid, run.newest_step, run.last_ts, why)
+                if update is not None:
+                    run.emit(update)
+            run.problems.append(Problem("engine", f"run {why}", run_id, run.newest_step))
+            self._evicted.extend(run.out)
+            self._problems.extend(run.problems)
+            self.stats.problems += len(run.problems)
+        del self.runs[run_id]
+        self.forget(run_id)
 
     def _sweep(self) -> None:
         self._swept = self.now
@@ -325,6 +407,9 @@ class Monitor:
 
     def _drain(self, runs: Iterable[RunState]) -> list[Incident]:
         out: list[Incident] = []
+        if self._evicted:
+            out.extend(self._evicted)
+            self._evicted.clear()
         for run in runs:
             if run.out:
                 out.extend(run.out)

@@ -723,15 +723,20 @@ class RunState:
             max_extrapolation=cfg.max_extrapolation,
         )
 
-    def check_stall(self, now: float, heard: float | None = None) -> None:
+    def check_stall(self, now: float, heard: float | None = None, ts: float | None = None) -> None:
+        """Silent too long at ``now``? ``ts``: the wall time a stall is stamped with (by
+        default ``now``)."""
         finding = self.stall.check(now, heard)
         if finding is not None:
             graded = judge(finding, self.ctx, self.cfg)
             if graded is not None:
-                self.fire(graded, now)
+                self.fire(graded, now if ts is None else ts)
 
-    def observe(self, step: int, ts: float | None) -> None:
-        """Every event: note its time; a stalled run that speaks again is resolved."""
+    def observe(self, step: int, ts: float | None, gaps: bool = True) -> None:
+        """Every event: note its time; a stalled run that speaks again is resolved.
+        ``gaps``: a silence between two event times is a stall found once it is over (a
+        replay's only clock); a live caller, which judges silence on its own clock, passes
+        False (a node's clock set forward is no silence)."""
         if ts is not None and (self.last_ts is None or ts > self.last_ts):
             self.last_ts = ts
         if step > self.newest_step:
@@ -739,6 +744,8 @@ class RunState:
             self.steps_seen += 1
         self.meter.observe(step, ts)
         gap = self.stall.observe(step, ts)
+        if not gaps:
+            gap = None
         stalled = bool(self.open_incidents) and self.book.is_firing(_STALLED, "run")
         graded = judge(gap, self.ctx, self.cfg) if gap is not None else None
         if graded is not None and not stalled:

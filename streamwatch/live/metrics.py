@@ -8,9 +8,11 @@ Metric names (all prefixed ``streamwatch_``): counters ``events_total``, ``value
 ``problems_total{stage}``, ``dead_letters_total{reason}``, ``engine_errors_total``,
 ``incident_updates_total{kind,severity,status}``, ``duplicates_dropped_total``,
 ``skipped_messages_total``, ``runs_restored_total``, ``runs_fresh_total``, ``commits_total``,
-``checkpoint_bytes_total``, ``alert_outcomes_total{action}``,
+``checkpoint_bytes_total``, ``runs_evicted_total``, ``runs_evicted_open_total``,
+``sink_write_errors_total``, ``alert_outcomes_total{action}``,
 ``alert_messages_total{receiver,state}`` (delivered, failed, set_aside); gauges
-``consumer_lag_messages``, ``runs_watched``, ``incidents_firing``, ``partitions_owned``,
+``consumer_lag_messages``, ``sink_backlog_lines``, ``runs_watched``, ``incidents_firing``,
+``partitions_owned``,
 ``checkpoint_age_seconds``, ``alert_pending_messages{receiver}``, ``up`` (1 while healthy).
 """
 
@@ -88,6 +90,13 @@ class _ServiceCollector(Collector):
         yield _counter("runs_restored", "runs restored from checkpoints", c.restored_runs)
         yield _counter("runs_fresh", "runs whose checkpoint could not be restored", c.fresh_runs)
         yield _counter("commits", "offset commits", c.commits)
+        yield _counter("runs_evicted", "runs forgotten at engine.max_runs", c.runs_evicted)
+        yield _counter(
+            "runs_evicted_open", "runs forgotten with open incidents (resolved)", c.evicted_open
+        )
+        yield _counter(
+            "sink_write_errors", "failed writes of the incidents file", c.sink_write_errors
+        )
         yield _counter("checkpoint_bytes", "bytes of run checkpoints written", c.checkpoint_bytes)
         yield _labelled(
             "alert_outcomes", "alert messages by outcome", ["action"], self.service.alert_outcomes()
@@ -108,7 +117,11 @@ class _ServiceCollector(Collector):
             if state == "pending":
                 pending.add_metric([name], n)
         yield pending
-        gauges = {"consumer_lag_messages": float(c.lag), **self.service.gauges()}
+        gauges = {
+            "consumer_lag_messages": float(c.lag),
+            "sink_backlog_lines": float(c.sink_backlog),
+            **self.service.gauges(),
+        }
         ok, _ = self.service.health()
         gauges["up"] = 1.0 if ok else 0.0
         for name, value in gauges.items():

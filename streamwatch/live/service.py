@@ -16,8 +16,11 @@ Offsets are committed with the runs' checkpoints (:mod:`streamwatch.live.commit`
 :mod:`streamwatch.live.checkpoints`), so when partitions move to another process the new
 owner continues each run where it was (:mod:`streamwatch.live.ownership`).
 
-The service reads time only from its :class:`~streamwatch.clock.Clock`: ``now()`` for when
-events arrive and stall checks, ``monotonic()`` for its schedules.
+The service reads time only from its :class:`~streamwatch.clock.Clock`: ``monotonic()`` for
+its schedules, when events arrive and the stall checks (a wall clock set forward or back is no
+silence), ``now()`` for the times it stamps. Event times are data: one more than
+``engine.stall.future_seconds`` ahead of the service's wall clock is not trusted (the event is
+judged without it, said once per run).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import TYPE_CHECKING, TextIO
 from streamwatch.clock import Clock, SystemClock
 from streamwatch.config import Config
 from streamwatch.engine.monitor import Monitor
-from streamwatch.events import Event, is_finished
+from streamwatch.events import Event, Problem, is_finished
 from streamwatch.incidents import Incident
 from streamwatch.ledger.live import LedgerView
 from streamwatch.live.commit import Committer
@@ -42,6 +45,7 @@ from streamwatch.live.consumer import (
     Partition,
     Record,
 )
+from streamwatch.live.emit import Emitter
 from streamwatch.live.parts import Parts, assemble
 from streamwatch.live.report import LiveReport
 from streamwatch.live.settings import ServiceSettings
@@ -116,6 +120,8 @@ class Service:
         if actor is not None:
             actor.probe = self.monitor.healthy_updates
         self._heard: dict[str, float] = {}  # run id -> when its last event was received
+        self._wall = self.clock.now()  # the wall clock when the batch being read arrived
+        self._doubted: set[str] = set()  # runs told that an event time was not trusted
         self.counts = ServiceCounts()
         self._sinks: list[Sink] = []
         if settings.console:
@@ -334,15 +340,16 @@ class Service:
                 log.info("%s", status_line())
 
     def _tick(self) -> None:
-        """Stall checks: each run's silence since its last event arrived, on this clock."""
-        now = self.clock.now()
+        """Stall checks: each run's silence since its last event arrived, on this process's
+        monotonic clock (the stalls stamped with its wall clock)."""
+        now = self.clock.monotonic()
         runs = self.monitor.runs
         heard = self._heard
         if len(heard) > len(runs):  # runs handed to another process
             self._heard = heard = {r: t for r, t in heard.items() if r in runs}
         for run_id in runs:
             heard.setdefault(run_id, now)  # restored from a checkpoint: silent from now on
-        updates = self.monitor.tick(now, heard)
+        updates = self.monitor.tick(now, heard, ts=self.clock.now())
         if self.actor is not None:
             self.actor.track(updates)
         self._emit(updates)
@@ -353,6 +360,13 @@ class Service:
         running = self._now_running()
         runs = self.monitor.runs
         self.counts.lag = sum(self.lag().values())
+        self.counts.runs_evicted = self.monitor.stats.runs_evicted
+        self.counts.evicted_open = self.monitor.stats.evicted_open
+        jsonl = running.emitter.jsonl
+        if jsonl is not None:
+            jsonl.flush()  # a file that failed is tried again at every tick
+            self.counts.sink_write_errors = jsonl.errors
+            self.counts.sink_backlog = jsonl.lost
         self.vitals.measure(
             runs=len(runs),
             firing=sum(len(r.book.open) for r in runs.values()),
@@ -379,7 +393,8 @@ class Service:
     def _process(self, batch: Mapping[Partition, Sequence[Record]]) -> None:
         running = self._now_running()
         own = running.ownership
-        received = self.clock.now()
+        received = self.clock.monotonic()
+        self._wall = self.clock.now()
         for tp, records in batch.items():
             p = tp.partition
             if p not in own.owned:
@@ -423,6 +438,7 @@ class Service:
             return
         if decoded.problems:
             emitter.problems(decoded.problems, "decoding")
+        event = self._trusted(event, origin, emitter)
         run_id = event.run_id
         if own.skip_below and record.offset < own.skip_below.get(run_id, -1):
             self.counts.skipped += 1
@@ -447,6 +463,27 @@ class Service:
             emitter.run_ended(run_id)
             if self.actor is not None:
                 self.actor.end_run(run_id)
+
+    def _trusted(self, event: Event, origin: str, emitter: Emitter) -> Event:
+        """The event, without its time when that is more than ``stall.future_seconds`` past
+        this process's wall clock (a node's clock far ahead, or a forged time): it is data,
+        not trusted, and never makes the engine's now. Said once per run."""
+        ts = event.ts
+        bound = self.config.engine.stall.future_seconds
+        if ts is None or ts <= self._wall + bound:
+            return event
+        run_id = event.run_id
+        if run_id not in self._doubted:
+            if len(self._doubted) >= self.config.engine.max_runs:
+                self._doubted.clear()  # bounded: a flood of run ids is told again, not kept
+            self._doubted.add(run_id)
+            ahead = ts - self._wall
+            reason = (
+                f"event time {ts:.0f} is {ahead:.0f} s ahead of this process's clock "
+                f"(engine.stall.future_seconds is {bound:g}): judged without it"
+            )
+            emitter.problems([Problem(origin, reason, run_id, event.step)], "decoding")
+        return event.model_copy(update={"ts": None})
 
     def _adopt(self) -> None:
         """Partitions taken since the last look: the actor learns the action records of

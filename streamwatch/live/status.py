@@ -44,6 +44,10 @@ class ServiceCounts:
     commits: int = 0
     checkpoint_bytes: int = 0
     lag: int = 0  # messages of the owned partitions not yet read, at the last status
+    runs_evicted: int = 0  # runs forgotten at engine.max_runs (the engine's count)
+    evicted_open: int = 0  # ...of them with open incidents, each resolved with the reason
+    sink_write_errors: int = 0  # writes of the incidents file that failed (a full disk)
+    sink_backlog: int = 0  # incident lines held in memory until the file takes them again
     dead_letters_by_reason: Counter[str] = field(default_factory=Counter)
     #: "decoding" (values of a message set aside) or "engine" (repeated or late steps)
     problems_by_stage: Counter[str] = field(default_factory=Counter)

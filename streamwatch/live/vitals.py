@@ -112,4 +112,9 @@ class Vitals:
             "lag": self.counts.lag,
             **self._gauges,
         }
+        if self.counts.sink_backlog:  # degraded, not down: the service goes on
+            detail["incidents_file"] = (
+                f"failing: {self.counts.sink_backlog} update(s) not written "
+                f"({self.counts.sink_write_errors} failed writes)"
+            )
         return status == "ok", detail

@@ -2,9 +2,11 @@
 
 A :class:`Watcher` follows files and TensorBoard directories (:mod:`streamwatch.sources.
 follow`), runs what is new through the engine at each :meth:`~Watcher.poll`, and checks
-every run for stalls on the watcher's own clock: a run is silent from when its last event was
-*read*, whatever the clocks of the training nodes say. Events that carry no time of their
-own (verl's file logger, trainer_state.json) are stamped with the time they were read once
+every run for stalls on the watcher's own monotonic clock: a run is silent from when its last
+event was *read*, whatever the clocks of the training nodes (or the wall clock here, set
+forward or back) say; event times are data, never the watcher's now (one stamped far in the
+future makes no run look silent). Events that carry no time of their own (verl's file
+logger, trainer_state.json) are stamped with the time they were read once
 their log has caught up with what it held when the watcher started (each log on its own: a
 large log is replayed a few megabytes a poll, and its backlog keeps no time while a small
 one beside it is already live), so that a run's cadence is learnt from its live steps.
@@ -17,6 +19,7 @@ Time comes from the clock passed in (:mod:`streamwatch.clock`); tests pass a man
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +91,11 @@ class Watcher:
     ) -> None:
         self.clock = clock
         self.actor = actor
-        self.monitor = Monitor(config)
+        # stalls are judged at each poll on the watcher's monotonic clock, not on event times
+        self.monitor = Monitor(config, sweep_seconds=math.inf)
+        #: the wall clock at monotonic zero, read once: the times events are stamped with
+        #: move with the monotonic clock, not with a wall clock set forward or back
+        self._epoch = clock.now() - clock.monotonic()
         if actor is not None:
             actor.probe = self.monitor.healthy_updates
         self.sinks = list(sinks)
@@ -183,7 +190,7 @@ class Watcher:
     def poll(self) -> list[Incident]:
         """Read what is new everywhere, judge it, check for stalls; the incident updates."""
         self._open()
-        now = self.clock.now()
+        now = self.clock.monotonic()
         out: list[Incident] = []
         opened, self._opened = self._opened, []
         for follower in self.followers:
@@ -195,7 +202,7 @@ class Watcher:
                 for event in part:
                     out.extend(self._process(event, now, live))
         self._announce_waiting_directories()
-        ticked = self.monitor.tick(now, self.heard)
+        ticked = self.monitor.tick(now, self.heard, ts=self._epoch + now)
         self._emit(ticked)
         out.extend(ticked)
         if self.actor is not None:
@@ -208,14 +215,15 @@ class Watcher:
         return out
 
     def _process(self, event: Event, now: float, live: bool) -> list[Incident]:
-        """One event; ``live``: its log had caught up, so an event without a time of its own
-        is stamped with the time it was read."""
+        """One event, read at ``now`` (monotonic); ``live``: its log had caught up, so an
+        event without a time of its own is stamped with the time it was read."""
         self.stats.events += 1
         self.stats.last = (event.run_id, event.step)
         self.heard[event.run_id] = now
         self.tally.see(event.run_id)
+        wall = self._epoch + now
         if event.ts is None and live:
-            event = event.model_copy(update={"ts": now})
+            event = event.model_copy(update={"ts": wall})
         updates = self.monitor.process(event, "watch")
         for problem in self.monitor.drain_problems():
             self._problem(problem)
@@ -245,7 +253,7 @@ class Watcher:
 
     def close(self) -> list[Incident]:
         """Stop following: judge what the readers still held and the steps still open."""
-        now = self.clock.now()
+        now = self.clock.monotonic()
         out: list[Incident] = []
         for follower in self.followers:
             live = follower.caught_up
