@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,23 @@ def test_a_rule_counts_steps_not_the_events_of_several_processes() -> None:
             event = Event(run_id="r", step=step, metrics={"x": 2.0}, source=source)
             fired += [(u.step, u.status.value) for u in monitor.process(event)]
     assert fired == [(3, "firing")]
+
+
+def test_inspect_lists_which_rules_bind_in_each_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rule on a metric the run logs binds; one on a metric it never logs is said to bind
+    nothing there."""
+    log = tmp_path / "run.jsonl"
+    rows = [{"run_id": "r", "step": s, "metrics": {"reward": 0.5, "loss": 1.0}} for s in range(5)]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    config = tmp_path / "rules.toml"
+    config.write_text(
+        '[[rules]]\nname = "low-reward"\nexpr = "reward < 0.1"\n\n'
+        '[[rules]]\nname = "format-dies"\nexpr = "mean(rewards/format/mean, 5) < 0.05"\n',
+        encoding="utf-8",
+    )
+    assert main(["inspect", str(log), "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "rule low-reward: binds (reads reward)" in out
+    assert "rule format-dies: binds no metric of this run (reads rewards/format/mean)" in out

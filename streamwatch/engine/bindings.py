@@ -38,6 +38,8 @@ class RunBindings:
     retired: list[tuple[str, str, int]] = field(default_factory=list)
     #: metrics that match no indicator (generic checks)
     unmapped: list[str] = field(default_factory=list)
+    #: the team's own rules: (name, whether a metric it reads was logged, the metrics it reads)
+    rules: list[tuple[str, bool, tuple[str, ...]]] = field(default_factory=list)
 
 
 def _kinds(series: Series, run: RunState) -> tuple[str, ...]:
@@ -82,6 +84,11 @@ def run_bindings(monitor: Monitor, limit: int = MAX_RUNS) -> list[RunBindings]:
                 rb.retired.append((metric, ind.value, run.retired[metric]))
             else:
                 rb.outranked.append((metric, ind.value))
+        if run.rules is not None:
+            for rule, held in zip(run.rules.rules, run.rules.held, strict=True):
+                reads = tuple(sorted(rule.condition.metrics))
+                bound = held.bound or any(run.rules.tracks[m].logged for m in reads)
+                rb.rules.append((rule.name, bound, reads))
         out.append(rb)
     return out
 
@@ -107,6 +114,9 @@ def format_bindings(runs: list[RunBindings], indent: str = "  ") -> list[str]:
                 f"{indent}  {metric}: fed {ind} until it stopped being logged after step "
                 f"{last} (generic checks)"
             )
+        for name, bound, reads in rb.rules:
+            said = "binds" if bound else "binds no metric of this run"
+            lines.append(f"{indent}  rule {name}: {said} (reads {', '.join(reads)})")
         if rb.unmapped:
             shown = ", ".join(rb.unmapped[:_SHOWN_UNMAPPED])
             extra = len(rb.unmapped) - _SHOWN_UNMAPPED
