@@ -50,8 +50,7 @@ CONTEXT_SIGNALS: Final = (
 )
 _ZERO: Final = 1e-12
 #: a pass/fail reward's logged std against sqrt(m (1 - m)): a sample sd of n completions is
-#: sqrt(n / (n - 1)) times it (3% at n = 16); the custom GSM8K runs of the corpus log
-#: 0.95-1.01 times it
+#: sqrt(n / (n - 1)) times it (3% at n = 16)
 _BINARY_TOLERANCE: Final = 0.05
 _BINARY_STEPS: Final = 10
 

@@ -249,8 +249,7 @@ def _length(f: Finding, ctx: RunContext, cfg: EngineConfig, because: Because) ->
 def _shortening(f: Finding, ctx: RunContext, because: Because) -> Severity:
     """Answers that shorten while fewer of them are cut at the cap, the reward not falling,
     are the policy learning to finish (the falling truncation of the table's first row seen
-    from the length); a collapse is a shortening the reward pays for with a fall (a verl
-    distillation run of the corpus: 1,800 tokens to 1, its score -0.68 to -1.0)."""
+    from the length); a collapse is a shortening the reward pays for with a fall."""
     trunc = ctx.truncation
     because.trend("truncation_ratio", trunc)
     because.trend("train_reward", ctx.reward)

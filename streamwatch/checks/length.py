@@ -5,9 +5,8 @@ fast: the check measures growth of the smoothed length over a window of logged v
 half that growth with half the trend evidence below); a slower one is a length that doubled
 within ``explosion_long_window`` training steps (healthy simulated runs grow at most 1.24x in
 30 steps, the real runs 1.06x). Steps, not logged values: a run that logs every 5 steps and
-doubles its length over 140 steps (a HumanEval run of the corpus, 170 -> 490 tokens with 5%
-of its completions cut, which ended 2.5 points above its SFT start) lengthens as reasoning RL
-does, 2-4x over hundreds of steps. Or, from its first steps, a climb of the log smoothed
+doubles its length over 140 steps lengthens as reasoning RL does, 2-4x over hundreds of
+steps. Or, from its first steps, a climb of the log smoothed
 length away from the run's own trend (:class:`~streamwatch.detectors.TrendBreak`: the
 healthy drift is extrapolated, a new climb adds up step after step). A collapse falls far
 below the run's peak, or below the run's own trend in the same way. Truncation saturation is

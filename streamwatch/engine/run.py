@@ -71,8 +71,8 @@ _PER_SOURCE: Final = {Indicator.STEP_TIME: True, Indicator.THROUGHPUT: False}
 
 #: indicators another metric takes over when the bound one stops being logged. Evaluations
 #: log their metrics together, so a held-out metric missing from evaluations that carry
-#: another is gone (a verl run of the corpus logs val-core/<ds>/acc/mean@16 at step 0 only,
-#: val-aux/<ds>/reward/mean@16 at every evaluation)
+#: another is gone (a framework may log one held-out metric at the first evaluation only and
+#: another at every evaluation)
 _HANDED_OVER: Final = frozenset({Indicator.HELDOUT_REWARD})
 
 # members read on the hot path (an enum's attribute lookup is slow)
