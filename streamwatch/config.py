@@ -496,15 +496,6 @@ class ContextSettings(_Section):
         description="a clip ratio below this is low: length growth beside it, not falling "
         "reward, is the expected course of reasoning RL (info)",
     )
-    hold_steps: int = Field(
-        40,
-        ge=1,
-        description="steps a high clip ratio (below near 1, no second signal) whose direction "
-        "is not decided is held before it warns: a fall that halves it in 100 steps under a "
-        "batch noise of 15% of its level takes about 46 steps to show at course_t 3 (the "
-        "second healthy family: 14 of 200 runs warned at 30, 10 at 40, each of them with a "
-        "high ratio and a flat reward for that long)",
-    )
     critical_steps: int = Field(
         20, ge=1, description="steps a high clip ratio that is not falling persists: critical"
     )

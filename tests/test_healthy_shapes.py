@@ -180,3 +180,84 @@ def test_a_gradient_logged_as_zero_beside_groups_that_differ_is_no_lost_signal()
 
     assert run(0.5) == []
     assert any(s.startswith("no_learning_signal") for s in run(1.0))
+
+
+def _falling_cut_start(seed: int, c0: float) -> list[Event]:
+    """A weak model's start: ``c0`` of its completions cut at first, falling to 5% with a time
+    constant of 40 steps (15% noise of its level), a cut completion scoring 0; its accuracy
+    climbs from 0 by 0.3% a step; the reward is a mean of 128 pass/fail completions, and a
+    batch that scored 0 everywhere has every group alike."""
+    rng = random.Random(seed)
+    events = []
+    for step in range(1, 201):
+        clip = 0.05 + (c0 - 0.05) * math.exp(-step / 40)
+        clip = min(1.0, max(0.0, clip * (1.0 + 0.15 * rng.gauss(0.0, 1.0))))
+        acc = min(0.9, 0.003 * step) * (1.0 - clip)
+        m = sum(rng.random() < acc for _ in range(128)) / 128
+        metrics = {
+            "completions/clipped_ratio": clip,
+            "reward": m,
+            "reward_std": math.sqrt(m * (1 - m)),
+            "frac_reward_zero_std": 1.0 if m == 0.0 else acc**8 + (1 - acc) ** 8,
+        }
+        events.append(Event(run_id=f"cut-start-{seed}", step=step, metrics=metrics))
+    return events
+
+
+def test_a_high_cut_share_falling_from_the_start_is_no_warning_beside_alike_groups() -> None:
+    """60-75% of completions cut at the start and falling, most groups alike beside it (a
+    weak model's long, failing answers): a second signal does not stand in for the clip
+    ratio's course below near 1. Nor does holding a high ratio whose fall is not yet shown:
+    a warning needs the course to show it is not falling fast enough to halve."""
+    for seed in range(6):
+        events = _falling_cut_start(seed, 0.6 + 0.03 * seed)
+        assert not [s for s in _serious(events) if s.startswith("truncation")], seed
+
+
+def test_a_cut_share_near_1_beside_alike_groups_is_critical_at_once() -> None:
+    """The impossible stays immediate: 95% cut and every group alike is critical in two
+    steps, whatever the run does next."""
+    events = [
+        Event(
+            run_id="cut-all",
+            step=step,
+            metrics={
+                "completions/clipped_ratio": 0.95,
+                "reward": 0.0,
+                "reward_std": 0.0,
+                "frac_reward_zero_std": 1.0,
+            },
+        )
+        for step in range(1, 4)
+    ]
+    assert "truncation_saturation@1 critical" in _serious(events)
+
+
+def test_two_heavy_tailed_values_in_one_window_are_no_chaos() -> None:
+    """A flat pass/fail reward (a mean of 64 completions at 0.4) whose batch means have
+    heavy tails: two values far out (0.03 and 0.01) nine steps apart, the rest as usual.
+    The window's noise is judged by its bulk, not by the two outliers."""
+    rng = random.Random(7)
+    events = []
+    for step in range(1, 301):
+        m = sum(rng.random() < 0.4 for _ in range(64)) / 64
+        if step in (150, 159):
+            m = 0.03 if step == 150 else 0.01
+        metrics = {"reward": m, "reward_std": math.sqrt(m * (1 - m))}
+        events.append(Event(run_id="two-tails", step=step, metrics=metrics))
+    assert not [s for s in _serious(events) if s.startswith("reward_chaos")]
+
+
+def test_most_groups_alike_beside_a_reward_held_at_its_best_is_solved_not_broken() -> None:
+    """A run that climbed to a 0/1 reward of 0.97-1.0 and holds it: 93% of its groups of 8
+    alike for 40 steps. Its prompts are solved: an info with the remedy, not a critical."""
+    events = []
+    for step in range(1, 301):
+        reward = min(1.0, 0.2 + 0.008 * step) if step < 100 else 0.97 + 0.03 * (step % 3 == 0)
+        metrics = {
+            "reward": reward,
+            "reward_std": 0.15 if step >= 100 else 0.4,
+            "frac_reward_zero_std": 0.93 if step >= 260 else min(0.8, reward**8),
+        }
+        events.append(Event(run_id="solved", step=step, metrics=metrics))
+    assert not [s for s in _serious(events) if s.startswith("no_learning")]

@@ -157,7 +157,7 @@ def test_the_same_truncation_not_falling_with_a_flat_reward_warns_then_pages() -
     found = [i for i in run(rows) if i.kind == "truncation_saturation"]
     assert [i.severity for i in found] == [Severity.WARNING, Severity.CRITICAL]
     # warned once its Kendall interval shuts out a fall that would halve it in 200 steps
-    # (long before hold_steps), critical at critical_steps
+    # (evidence, not a wait), critical at critical_steps
     assert found[0].step == 15 and found[1].step == 20
     assert "not falling" in found[0].evidence["because"][-1]
 

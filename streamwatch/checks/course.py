@@ -68,6 +68,10 @@ class Course:
     def __len__(self) -> int:
         return len(self.values) - self.start
 
+    def last(self, count: int) -> list[float]:
+        """Its last ``count`` values (fewer while it holds fewer), oldest first."""
+        return self.values[max(self.start, len(self.values) - count) :]
+
     def median(self) -> float:
         ordered = sorted(self.values[self.start :])
         n = len(ordered)

@@ -177,17 +177,11 @@ def _truncation(
         because.append(_course_words(math.nan, n, now_low, now_slope, now_high))
     learning = _learning(ctx, because)
     near_one = smooth >= s.truncation_absolute_critical
-    if second:
-        # a second signal of the same step: this step's own ratio counts, not only the
-        # smoothed one (sparse logs smooth slowly: TRL's every 10 steps)
-        now = max(smooth, float(f.evidence.get("value", smooth)))
-        if not ctx.reward.known and now < s.truncation_absolute_critical:
-            # the run's first steps: a weak model's first batches run long and score alike
-            # (a format not yet learnt); evidence comes with the reward's direction
-            return _decide(_INFO, "high at the run's start, its reward's way not known", because)
-        if now >= s.truncation_absolute_critical or smooth >= s.truncation_critical:
-            return _decide(_CRITICAL, "high, and the batch taught nothing", because)
-        return _decide(_WARNING, "high, and the batch taught nothing", because)
+    if second and _pinned(ctx, smooth, s.truncation_absolute_critical):
+        # nearly every completion cut and the batch taught nothing: broken whatever comes
+        # next. Below that, a high ratio with a second signal is how a weak model's first
+        # batches look (long, scored alike); it needs the course's evidence like any other.
+        return _decide(_CRITICAL, "near 1, and the batch taught nothing", because)
     steps = int(f.evidence.get("steps_high", 0))
     if len(course) < ctx.s.min_points:
         return None  # a few steps of a high ratio prove nothing before its direction is known
@@ -212,9 +206,18 @@ def _truncation(
     if steady:
         why = f"high and not falling (not even fast enough to halve in {fix} steps)"
         return _decide(_WARNING, why, because)
-    if steps >= ctx.s.hold_steps:
-        return _decide(_WARNING, f"high for {steps} steps with no fall shown", because)
-    return None  # a noisy ratio's slow fall takes more steps to show
+    # not shown to fall, nor shown too slow to fall: no evidence yet either way (a noisy
+    # ratio's course narrows its interval step by step until one of the two shows)
+    return None
+
+
+def _pinned(ctx: RunContext, smooth: float, near_one: float) -> bool:
+    """Is the clip ratio pinned near 1: smoothed there, or its last two logged values both
+    there (a sparse log's few values smooth slowly; one value there can be a noisy batch)?"""
+    if smooth >= near_one:
+        return True
+    last = ctx.truncation_course.last(2)
+    return len(last) == 2 and min(last) >= near_one
 
 
 def _course_words(median: float, n: int, low: float, slope: float, high: float) -> str:
@@ -319,9 +322,10 @@ def _signal(f: Finding, ctx: RunContext, because: Because) -> Severity | None:
     moving = bool(values) and max(values) - min(values) > 1e-9
     if not own and f.rule == "persist" and (learning or moving):
         return None  # the steps between teach; critical if it lasts
-    if ctx.solved(f.step) or (f.rule == "drain" and ctx.held_at_best()):
-        # every group alike because its completions all pass: the run has converged on its
-        # training prompts; done, not broken (all alike at the reward's floor is)
+    if ctx.solved(f.step) or (f.rule in ("drain", "persist") and ctx.held_at_best()):
+        # every group alike because its completions all pass, or most of them (a share
+        # alike, drained or held, beside a reward holding at its best): the run has
+        # converged on its training prompts; done, not broken (all alike at the floor is)
         if ctx.solved_told:
             return None  # said once: it is the run's state, not news at every step
         ctx.solved_told = True
@@ -365,7 +369,9 @@ def _chaos(f: Finding, ctx: RunContext, cfg: EngineConfig, because: Because) -> 
         # a pass/fail reward's reference in those units window by window, each at its level
         per_bound = float(ev.get("reference_noise_per_bound", math.nan))
         ref_units = per_bound if binary and per_bound == per_bound else ref / bound(ref_at)
-        growth = (recent / bound(at)) / max(ref_units, 1e-12)
+        # the window's bulk: a value or two of a heavy tail is no noise grown
+        robust = float(ev.get("recent_noise_robust", recent))
+        growth = (min(recent, robust) / bound(at)) / max(ref_units, 1e-12)
         what = (
             "a pass/fail reward (its std sqrt(m (1 - m)) at its mean m)"
             if binary
