@@ -154,7 +154,7 @@ class LengthSettings(_Section):
         gt=0,
         le=1,
         description="a clip ratio climbing above its own trend counts from this level: below "
-        "1% it is a few completions of a batch (the healthy real verl runs: 0-0.35%)",
+        "1% it is a few completions of a batch of a few hundred",
     )
     truncation_absolute_warning: float = Field(
         0.5, gt=0, le=1, description="smoothed clip ratio that is a warning from the first step"
@@ -202,15 +202,24 @@ class SpikeSettings(_Section):
     factor: float = Field(3.0, gt=1, description="and at least this multiple of |median|")
     persist: int = Field(4, ge=2, description="consecutive spiking steps (one blip is not one)")
     grad_norm_ceiling: float = Field(
-        1e4, gt=0, description="a grad norm this large is broken from the first step"
+        1e4,
+        gt=0,
+        description="a grad norm this large is broken from the first step: 10^4 times the "
+        "clipping norm RL trainers use by default (1.0), which then shrinks the update to "
+        "nothing",
     )
-    kl_ceiling: float = Field(10.0, gt=0, description="a KL estimate this large (|value|), too")
+    kl_ceiling: float = Field(
+        10.0,
+        gt=0,
+        description="a KL estimate this large (|value|), too: 10 nats a token, token "
+        "probabilities e^10 apart from the reference's, a different model",
+    )
     kl_floor: float = Field(
         0.01,
         ge=0,
         description="a KL estimate smaller than this (|value|) is no spike: a PPO update is "
         "stopped early at 1.5 x a target KL of 0.01 (OpenAI Spinning Up's default), so a KL "
-        "under it is an ordinary update (the healthy real verl runs: ppo_kl -0.0002..0.008)",
+        "under it is an ordinary update",
     )
     range_window: int = Field(
         100, ge=10, description="steps of smoothed grad norm that are the run's own range..."
@@ -320,8 +329,8 @@ class DriftSettings(_Section):
     )
     falling_ok: tuple[str, ...] = Field(
         ("*memory*",),
-        description="metric globs whose fall is no failure: memory that falls is freed (an "
-        "EasyR1 run's host memory 160 -> 142 GB); a rise is reported",
+        description="metric globs whose fall is no failure: memory that falls is freed; a "
+        "rise is reported",
     )
     memory_share_limit: float = Field(
         0.9,
@@ -329,7 +338,7 @@ class DriftSettings(_Section):
         le=1,
         description="...from this level on when their values are a share of the device "
         "(0..1): below it the device has room (vLLM reserves 0.9 of a GPU by default, its "
-        "gpu_memory_utilization; a ROLL run's peak memory share rose 0.82 -> 0.87)",
+        "gpu_memory_utilization: a longer batch's activations fill the room it leaves)",
     )
     ignore: tuple[str, ...] = Field(
         (

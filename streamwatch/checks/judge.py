@@ -416,12 +416,11 @@ def _drift(f: Finding, ctx: RunContext, cfg: EngineConfig, because: Because) -> 
     low, high = float(ev.get("range_low", math.inf)), float(ev.get("range_high", -math.inf))
     if any(fnmatch.fnmatchcase(f.metric, p) for p in cfg.drift.falling_ok):
         if after < float(ev["before"]):
-            # memory that falls is freed: no failure (an EasyR1 run's host memory 160 -> 142
-            # GB at step 102, 118 GB at its first step)
+            # memory that falls is freed: no failure
             return None
         if 0.0 <= low <= high <= 1.0 and after < cfg.drift.memory_share_limit:
             # a share of the device's memory that rises with room left: a longer batch's
-            # activations, not a leak (a ROLL run's peak share 0.82 -> 0.87)
+            # activations, not a leak
             return None
     _learning(ctx, because)
     if low <= after <= high and ctx.still_learning():

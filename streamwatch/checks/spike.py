@@ -3,9 +3,10 @@
 A value far from the recent median (in robust sds, and a multiple of the median's size) for
 ``persist`` steps in a row. Single-step spikes, common in healthy runs (grad norm 60x for one
 step), do not count: the median and MAD of the window ignore them. A grad norm or KL
-beyond its ceiling (``grad_norm_ceiling``, ``kl_ceiling``: far above the largest value of
-healthy real and simulated runs) is a finding at once, from the first step: a run whose grad
-norm is 3e9 from step 1 never jumps, so no comparison with its past would see it. A grad
+beyond its ceiling (``grad_norm_ceiling``, ``kl_ceiling``: magnitudes at which an update
+is no longer a step of an optimiser, see their descriptions) is a finding at once, from the
+first step: a run whose grad norm is 3e9 from step 1 never jumps, so no comparison with its
+past would see it. A grad
 norm that grows slowly (no step is far from the recent median) is found as a climb
 away from the run's own trend (:class:`~streamwatch.detectors.TrendBreak` on the log of the
 smoothed median of the last 5 values, so the isolated spikes of healthy runs do not count).
