@@ -135,7 +135,10 @@ class LengthSettings(_Section):
     warmup: int = Field(5, ge=2)
     smoothing: float = Field(0.3, gt=0, le=1)
     growth_window: int = Field(
-        10, ge=2, description="logged values over which fast growth is measured"
+        10,
+        ge=2,
+        description="logged values over which fast growth is measured (compounded over the "
+        "span when it is more than explosion_long_window steps)",
     )
     explosion_growth: float = Field(
         1.5, gt=1, description="warning if it grew this much in the window"

@@ -261,3 +261,30 @@ def test_most_groups_alike_beside_a_reward_held_at_its_best_is_solved_not_broken
         }
         events.append(Event(run_id="solved", step=step, metrics=metrics))
     assert not [s for s in _serious(events) if s.startswith("no_learning")]
+
+
+def _sparse_length(every: int, lengths: list[float], learning: bool = True) -> list[Event]:
+    return [
+        Event(
+            run_id=f"sparse-{every}",
+            step=every * (k + 1),
+            metrics={
+                "response_length/mean": x,
+                "response_length/clip_ratio": 0.005 + 0.06 * (x / 2048) ** 2,
+                "critic/score/mean": min(0.8, 0.1 + 0.05 * k) if learning else 0.4,
+            },
+        )
+        for k, x in enumerate(lengths)
+    ]
+
+
+def test_a_sparse_logs_steady_lengthening_is_no_fast_explosion() -> None:
+    """A length logged every 10 steps that grows 3x linearly over 200 steps (reasoning RL
+    lengthening, a few completions more cut as it grows toward a 2,048-token cap): 1.5x
+    over its last 10 logs is 100 training steps, not a fast explosion,
+    which is a rate (1.5x within 10 steps). Doubling between two logs still is one."""
+    steady = [300.0 * (1.0 + 2.0 * k / 19) for k in range(20)]
+    assert not [s for s in _serious(_sparse_length(10, steady)) if s.startswith("length")]
+    jump = [300.0] * 10 + [300.0 * 2.0**k for k in range(1, 6)]
+    found = _serious(_sparse_length(10, jump, learning=False))
+    assert [s for s in found if s.startswith("length_explosion")]

@@ -1,8 +1,10 @@
 """Response length: explosion, collapse, and truncation saturation.
 
 Healthy length drifts slowly (it may grow 2x over thousands of steps). An explosion grows
-fast: the check measures growth of the smoothed length over a window of logged values (or
-half that growth with half the trend evidence below); a slower one is a length that doubled
+fast: the check measures growth of the smoothed length over a window of logged values, a
+rate compounded over the span when a sparse log's window spans more than
+``explosion_long_window`` steps (or half that growth with half the trend evidence below); a
+slower one is a length that doubled
 within ``explosion_long_window`` training steps (a practical size: a length that doubles is
 twice the compute a step). Steps, not logged values: a run that logs every 5 steps and
 doubles its length over 140 steps lengthens as reasoning RL does, 2-4x over hundreds of
@@ -57,8 +59,9 @@ class LengthCheck(Check):
         self._warm: list[float] = []
         self.ref = math.nan
         self._smooth = Ewma(settings.smoothing)
-        # the last growth_window + 1 smoothed values
+        # the last growth_window + 1 smoothed values, and their steps
         self._recent = DoubleRing(settings.growth_window + 1)
+        self._recent_steps = DoubleRing(settings.growth_window + 1)
         # (step, smoothed length) of the last explosion_long_window steps: steps, not logged
         # values (a run that logs every 5 steps covers 150 steps in 30 values)
         self._long_steps: vec[i64] = vec[i64]()  # two vectors: no tuple nor object a value
@@ -82,6 +85,7 @@ class LengthCheck(Check):
                 self.ref = median(self._warm)
             return []
         self._recent.put(smooth)
+        self._recent_steps.put(float(step))
         self._long_steps = steps = append(self._long_steps, step)
         self._long = append(self._long, smooth)
         start: i64 = self._long_start
@@ -110,14 +114,21 @@ class LengthCheck(Check):
             # length climbing back from a dip (a model that learns a format shortens its
             # answers in its first steps, then lengthens them again) is no explosion
             return None
+        # fast: explosion_growth over the window of logged values. A sparse log's window spans
+        # more steps; over more than explosion_long_window steps (an explosion's time scale)
+        # the growth is a rate compounded over the span (a log every 10 steps that grew 1.5x
+        # over its last 10 values grew over 100 steps: reasoning RL's 2-4x over hundreds)
         growth = smooth / self._recent.oldest()
+        span = float(step) - self._recent_steps.oldest()
+        per = max(1.0, span / self._long_window)
+        steps = int(span)
         # a climb with half the evidence, but fast: half the window's growth threshold
         climbing = self._rising.statistic > self._climbing
         rule = "fast"  # within growth_window steps
-        if growth >= self._growth:
-            why = f"grew {growth:.2f}x in {len(self._recent) - 1} steps"
-        elif climbing and growth >= half:
-            why = f"is climbing steadily ({growth:.2f}x in {len(self._recent) - 1} steps)"
+        if growth >= self._growth**per:
+            why = f"grew {growth:.2f}x in {steps} steps"
+        elif climbing and growth >= half**per:
+            why = f"is climbing steadily ({growth:.2f}x in {steps} steps)"
         elif rising:
             rule, why = "trend", f"is climbing away from its own trend ({growth:.2f}x in a window)"
         elif smooth >= self._long_growth * self._long[at := _lowest(self._long, self._long_start)]:
