@@ -19,6 +19,7 @@ from mypy_extensions import mypyc_attr
 from streamwatch.checks.base import Check, fall_word, ratio
 from streamwatch.config import EntropySettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
+from streamwatch.detectors.ewma import LIMIT
 from streamwatch.detectors.window import DoubleRing
 from streamwatch.engine.findings import CRITICAL, WARNING, Finding
 from streamwatch.incidents import Kind
@@ -52,7 +53,7 @@ class EntropyCheck(Check):
         self.invert = invert
         self._warm: list[float] = []
         self.ref = math.nan
-        self._smooth = Ewma(settings.smoothing)
+        self._smooth = Ewma(settings.smoothing, limit=LIMIT)
         # the last fall_window + 1 smoothed values
         self._recent = DoubleRing(settings.fall_window + 1)
         self.low = math.inf

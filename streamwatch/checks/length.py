@@ -28,6 +28,7 @@ from mypy_extensions import i64, mypyc_attr
 from streamwatch.checks.base import Check, fall_word
 from streamwatch.config import LengthSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
+from streamwatch.detectors.ewma import LIMIT
 from streamwatch.detectors.window import DoubleRing
 from streamwatch.engine.findings import CRITICAL, WARNING, Finding
 from streamwatch.incidents import Kind
@@ -58,7 +59,7 @@ class LengthCheck(Check):
         self._collapse_ratio = settings.collapse_ratio
         self._warm: list[float] = []
         self.ref = math.nan
-        self._smooth = Ewma(settings.smoothing)
+        self._smooth = Ewma(settings.smoothing, limit=LIMIT)
         # the last growth_window + 1 smoothed values, and their steps
         self._recent = DoubleRing(settings.growth_window + 1)
         self._recent_steps = DoubleRing(settings.growth_window + 1)
@@ -205,7 +206,7 @@ class TruncationCheck(Check):
         self._floor = settings.truncation_floor
         self._warm: list[float] = []
         self.baseline = math.nan
-        self._smooth = Ewma(settings.smoothing)
+        self._smooth = Ewma(settings.smoothing, limit=LIMIT)
         self._high = Persistence(2)
         self._rising = trend_break("up", settings.truncation_trend)
         self.steps_high = 0  # steps in a row of a level finding

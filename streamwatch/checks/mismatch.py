@@ -28,6 +28,7 @@ from mypy_extensions import mypyc_attr
 from streamwatch.checks.base import Check
 from streamwatch.config import MismatchSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
+from streamwatch.detectors.ewma import LIMIT
 from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
@@ -75,7 +76,7 @@ class MismatchCheck(Check):
         self._warm: list[float] = []
         self.ref = math.nan
         self.noise = math.nan
-        self._smooth = Ewma(settings.smoothing)
+        self._smooth = Ewma(settings.smoothing, limit=LIMIT)
         self._high = Persistence(settings.persist)
         self.since = -1
         self._rising = trend_break("up", settings.growth_trend)

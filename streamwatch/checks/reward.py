@@ -39,6 +39,7 @@ from mypy_extensions import i64, mypyc_attr
 from streamwatch.checks.base import Check, fall_word
 from streamwatch.config import RewardSettings
 from streamwatch.detectors import Ewma, Persistence, Window, trend_break
+from streamwatch.detectors.ewma import LIMIT
 from streamwatch.detectors.window import DoubleRing, insert
 from streamwatch.engine.findings import CRITICAL, WARNING, Finding
 from streamwatch.incidents import Kind
@@ -172,7 +173,7 @@ class RewardCheck(Check):
         self.n = 0
         self.low = math.inf
         self.high = -math.inf
-        self._smooth = Ewma(settings.smoothing)
+        self._smooth = Ewma(settings.smoothing, limit=LIMIT)
         self._recent = LineNoise(settings.chaos_window)
         self.recent_noise = math.nan
         # (noise, mean level, alarmed 1/0, bend) of each of the last chaos_window steps

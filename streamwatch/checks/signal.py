@@ -55,6 +55,7 @@ from mypy_extensions import mypyc_attr
 
 from streamwatch.config import SignalSettings
 from streamwatch.detectors import TrendBreak, trend_break
+from streamwatch.detectors.ewma import LIMIT, Ewma
 from streamwatch.engine.findings import Finding
 from streamwatch.incidents import Kind, Severity
 
@@ -93,18 +94,15 @@ class Drain:
     """One series that falls with the share of groups that still teach: its smoothed value
     (an EWMA), as the share maps it, and the trend break of its log."""
 
-    __slots__ = ("alpha", "smooth", "trend")
+    __slots__ = ("smooth", "trend")
 
     def __init__(self, settings: SignalSettings) -> None:
-        self.alpha = settings.smoothing
-        self.smooth = math.nan
+        self.smooth = Ewma(settings.smoothing, limit=LIMIT)
         self.trend: TrendBreak = trend_break("down", settings.drain_trend)
 
     def update(self, share: float) -> None:
         """Feed the share's next (finite) value."""
-        smooth = self.smooth
-        smooth = share if smooth != smooth else smooth + self.alpha * (share - smooth)
-        self.smooth = smooth
+        smooth = self.smooth.update(share)
         self.trend.update(
             math.log(smooth if smooth > _ZERO else _ZERO),
             math.log(share if share > _ZERO else _ZERO),
