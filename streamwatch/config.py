@@ -232,6 +232,19 @@ class SpikeSettings(_Section):
         ge=1,
         description="...but the last this many (the climb being judged, lag + span of its trend)",
     )
+    growth_factor: float = Field(
+        3.0,
+        gt=1,
+        description="a grad norm whose median of its last 5 values is this many times the "
+        "median of its own range (the steps before the last range_recent)...",
+    )
+    growth_persist: int = Field(
+        5,
+        ge=1,
+        description="...for this many logged steps in a row grew (a practical size: updates "
+        "3x larger before clipping; on a log-normal grad norm of a log-sd of 0.25 that median "
+        "is about 8 of its sds away from the level)",
+    )
     growth_trend: TrendSettings = Field(
         TrendSettings(slack=0.5, threshold=29.0),
         description="a grad norm that grows away from its own trend (the log of the median "

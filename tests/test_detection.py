@@ -86,10 +86,8 @@ def test_healthy_runs_raise_no_warning() -> None:
 # --- gradual faults ------------------------------------------------------------------------
 
 _LATE = "gradual ramps are caught late or not at all (benchmarks/detection.py)"
-#: Gradual kinds not yet detected in every run: a grad norm's slow growth, with its trend
-#: break at the threshold its false-alarm budget asks for (1 of 30 missed: a growth back to
-#: the level of the run's first steps, inside its own range).
-_MISSED: frozenset[str] = frozenset({"metric_spike"})
+#: Gradual kinds not yet detected in every run (none).
+_MISSED: frozenset[str] = frozenset()
 #: Gradual kinds detected later than the target (median).
 _SLOW = frozenset({"reward_chaos", "reward_hacking"})
 

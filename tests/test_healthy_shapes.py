@@ -306,3 +306,24 @@ def test_a_flat_reward_with_heavy_tails_is_no_collapse() -> None:
             events.append(Event(run_id=f"heavy-{seed}", step=step, metrics=metrics))
         warned += [f"{seed}: {s}" for s in _serious(events) if s.startswith("reward_collapse")]
     assert warned == []
+
+
+def test_a_grad_norm_that_settles_at_its_level_is_no_growth_but_four_times_it_is() -> None:
+    """A grad norm with log-normal noise (log-sd 0.25) and a one-step spike every 97 steps,
+    400 steps, 4 seeds: no growth at its level, nor when it rises 1.5x and settles. A linear
+    climb to 4x over 70 steps (concave in its log, which a trend break extrapolates once it
+    has climbed a while) is found on every seed: its median of 5 at 3x its range's median."""
+
+    def run(target: float, seed: int) -> list[str]:
+        rng = random.Random(seed)
+        events = []
+        for step in range(1, 401):
+            g = min(1.0, max(0.0, (step - 150) / 70))
+            level = 0.05 * (1.0 + (target - 1.0) * g)
+            x = level * math.exp(0.25 * rng.gauss(0.0, 1.0)) * (4.0 if step % 97 == 0 else 1.0)
+            events.append(Event(run_id=f"grad-{target}", step=step, metrics={"grad_norm": x}))
+        return [s for s in _serious(events) if s.startswith("metric_spike")]
+
+    for seed in range(4):
+        assert run(1.0, seed) == [] and run(1.5, seed) == [], seed
+        assert run(4.0, seed), seed

@@ -65,6 +65,8 @@ class SpikeCheck(Check):
         self._growth = trend_break("up", settings.growth_trend) if growth else None
         self._last = DoubleRing(5)  # the last 5 values, this one included
         self._growing = False
+        self._level_factor = settings.growth_factor
+        self._far = Persistence(settings.growth_persist)
         # the growth counts only beyond the run's own range: the smoothed values before it
         self._range = DoubleRing(settings.range_window)
         self.beyond = 0  # logged values in a row beyond the ceiling
@@ -188,26 +190,43 @@ class SpikeCheck(Check):
             self._growing = True  # until the evidence is back at 0
         elif growth.statistic == 0.0:
             self._growing = False
-        if not self._growing:
-            return None
         # inside the run's own range (the smoothed values of the steps before the last
         # ``range_recent``): a return to where it was is no growth, until it leaves it
-        if len(self._range) <= self._range_recent:
+        kept = len(self._range) - self._range_recent
+        if kept <= 0:
+            return None
+        # or grown by a practical size: several times the range's median, step after step
+        # (a concave climb, fast then slowing, is extrapolated by the trend break once it
+        # has climbed a while; its size is not)
+        level = smooth / self._level_factor
+        above = 2 * self._range.at_most(level, but=self._range_recent) > kept
+        far = self._far.update(above)
+        if not self._growing and not far:
             return None
         high = self._range_high()
         if smooth <= high:
             return None
         metric = self.metric
+        evidence: dict[str, object] = {
+            "value": x,
+            "trend_break_sds": growth.statistic,
+            "range_high": high,
+        }
+        words = partial(_growth_words, metric, x, high)
+        if far and not self._growing:
+            evidence["times_range_median"] = self._level_factor
+            evidence["steps_grown"] = self._far.streak
+            words = partial(_level_words, metric, x, self._level_factor, self._far.streak)
         return Finding(
-            _SPIKE,
-            self.indicator,
-            metric,
-            WARNING,
-            step,
-            partial(_growth_words, metric, x, high),
-            {"value": x, "trend_break_sds": growth.statistic, "range_high": high},
-            rule="growth",
+            _SPIKE, self.indicator, metric, WARNING, step, words, evidence, rule="growth"
         )
+
+
+def _level_words(metric: str, x: float, factor: float, steps: int) -> str:
+    return (
+        f"{metric} grown: {x:.4g}, its median of 5 at {factor:g}x or more its own range's "
+        f"median for {steps} logged steps"
+    )
 
 
 def _growth_words(metric: str, x: float, high: float) -> str:

@@ -197,6 +197,25 @@ class DoubleRing:
                 top = x
         return top
 
+    def at_most(self, x: float, but: int = 0) -> int:
+        """How many values of lane 0 but its newest ``but`` are at most ``x`` (more than
+        half of them: ``x`` is at or above their median).
+
+        >>> r = DoubleRing(4)
+        >>> for x in [5.0, 1.0, 4.0, 2.0, 3.0]:
+        ...     r.put(x)
+        >>> r.at_most(2.0), r.at_most(2.0, but=1)
+        (2, 2)
+        """
+        ring, size, have = self.ring, self.size, self.n
+        oldest = self.head if have == size else 0
+        count = 0
+        for k in range(have - but):
+            i = oldest + k
+            if ring[i if i < size else i - size] <= x:
+                count += 1
+        return count
+
     def ordered(self) -> vec[float]:
         """The values of lane 0, oldest first, as doubles (:meth:`lane` makes a float object
         of each).
