@@ -16,6 +16,11 @@ judged series, one healthy run of 1,000 steps in 100 gets one; a finding's sever
 after, so a warning is rarer still). ARL0 grows about exponentially in the threshold h, so it
 is measured where crossings are frequent (thresholds 4 to 30) and ``ln ARL0 = a + b h`` is
 fitted on the thresholds crossed at least 5 times, then solved for the budget.
+
+The reward chaos CUSUM is measured the same way, on the check itself fed a flat reward: with
+Gaussian noise, and with Student-t noise of 5 degrees of freedom (an excess kurtosis of 6,
+heavier than the detrended train rewards of real runs), since the heavy tail is what its
+clipped squared bends are exposed to.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import math
 import random
 from dataclasses import dataclass
 
+from streamwatch.checks.reward import RewardCheck
 from streamwatch.config import EngineConfig, TrendSettings
 from streamwatch.detectors.trend import TrendBreak
 
@@ -99,6 +105,35 @@ def crossings(use: Use, steps: int, seed: int) -> dict[int, int]:
     return counts
 
 
+def chaos_crossings(steps: int, seed: int, df: int = 0) -> dict[int, int]:
+    """Episodes of the reward chaos CUSUM (``RewardCheck.chaos_evidence``, the check fed a
+    flat reward) above each threshold of the grid: its steps are the squared bends of the
+    values, which are not exact log-likelihood ratios (Wald's bound ``h = ln ARL0`` is not
+    theirs). ``df``: Student-t noise of that many degrees of freedom (0: Gaussian)."""
+    check = RewardCheck("train_reward", "reward", EngineConfig().reward)
+    rng = random.Random(seed)
+    counts = dict.fromkeys(GRID, 0)
+    armed = dict.fromkeys(GRID, True)
+    for step in range(steps):
+        z = rng.gauss(0.0, 1.0)
+        if df:  # a t draw scaled to unit variance
+            chi = sum(rng.gauss(0.0, 1.0) ** 2 for _ in range(df)) / df
+            z = z / math.sqrt(chi) / math.sqrt(df / (df - 2))
+        check.update(step, 0.5 + 0.02 * z)
+        stat = check.chaos_evidence
+        if stat == 0.0:
+            for h in GRID:
+                armed[h] = True
+            continue
+        for h in GRID:
+            if stat <= h:
+                break
+            if armed[h]:
+                counts[h] += 1
+                armed[h] = False
+    return counts
+
+
 def fit(counts: dict[int, int], steps: int) -> tuple[float, float]:
     """``(a, b)`` of ``ln ARL0 = a + b h`` over the thresholds crossed at least 5 times,
     weighted by their counts (a count's relative error is about 1 / sqrt(count))."""
@@ -125,13 +160,18 @@ def main(argv: list[str] | None = None) -> int:
         f"the check smooths it); budget: ARL0 >= {args.budget:,.0f} steps"
     )
     print(f"{'detector':<26}{'threshold':>10}{'ARL0 there':>14}{'budget h':>10}{'ARL0 x2/h':>11}")
-    for use in uses():
-        counts = crossings(use, args.steps, args.seed)
+    rows = [
+        (use.name, use.settings.threshold, crossings(use, args.steps, args.seed)) for use in uses()
+    ]
+    chaos = EngineConfig().reward.chaos_cusum_threshold
+    for df, noise in ((0, "gauss"), (5, "t5")):
+        counts = chaos_crossings(args.steps, args.seed, df)
+        rows.append((f"reward.chaos_cusum ({noise})", chaos, counts))
+    for name, h, counts in rows:
         a, b = fit(counts, args.steps)
-        h = use.settings.threshold
         arl = math.exp(a + b * h)
         needed = (math.log(args.budget) - a) / b
-        print(f"{use.name:<26}{h:>10.1f}{arl:>14,.0f}{needed:>10.1f}{math.exp(b):>11.2f}")
+        print(f"{name:<26}{h:>10.1f}{arl:>14,.0f}{needed:>10.1f}{math.exp(b):>11.2f}")
     return 0
 
 

@@ -110,14 +110,15 @@ class RewardSettings(_Section):
         2.0, gt=1, description="noise growth (sd ratio) the chaos CUSUM is tuned to find"
     )
     # A CUSUM of exact log-likelihood ratios crosses h at most once in e^h healthy steps
-    # (Wald): the budget of 1 healthy 1,000-step run in 100 with a warning asks e^h >= 99,500
-    # steps, h >= 11.5. Its steps are not exact ratios (heavy-tailed noise; the unit's
-    # estimate in a run's first steps), and at 11.5 the healthy families measure 2-3% of runs
-    # warned; at 20 none of the third family's and 0.5% of the second's.
+    # (Wald): the budget of one false finding per series in 10^6 steps asks h >= 13.8. Its
+    # steps are clipped squared bends, not exact ratios; simulated on the check itself
+    # (benchmarks/trend_arl.py), the budget asks h = 18 on Gaussian noise and 20.4 on
+    # Student-t noise of 5 degrees of freedom (heavier-tailed than real detrended rewards).
     chaos_cusum_threshold: float = Field(
         20.0,
         gt=0,
-        description="log-likelihood evidence of that growth that is chaos (budget: >= 11.5)",
+        description="log-likelihood evidence of that growth that is chaos (the budget's "
+        "threshold on heavy-tailed noise, see trend_arl)",
     )
     collapse_fraction: float = Field(
         0.3, gt=0, lt=1, description="drop from the peak, as a fraction of the peak's gain"

@@ -373,6 +373,19 @@ def test_a_trend_threshold_buys_its_budget() -> None:
     assert needed - 1.0 <= use.settings.threshold
 
 
+def test_the_chaos_cusum_threshold_buys_its_budget_on_gaussian_noise() -> None:
+    """The reward chaos CUSUM on the check itself fed a flat reward with Gaussian noise: its
+    configured threshold is at least the one that buys an ARL0 of 10^6 steps (a shorter
+    simulation than benchmarks/trend_arl.py's, allowed one unit of slack)."""
+    arl = _trend_arl()
+    steps = 60_000
+    counts = arl.chaos_crossings(steps, seed=1)
+    a, b = arl.fit(counts, steps)
+    assert 0.3 < b < 0.9
+    needed = (math.log(1e6) - a) / b
+    assert needed - 1.0 <= _E.reward.chaos_cusum_threshold
+
+
 # -- the reward: a fall from the peak in the unit of its wander ------------------------------
 
 
