@@ -240,7 +240,8 @@ class TrendBreak:
         ring = self.ring
         if self.along is None:
             ring.put(y)
-            self.correlation.update(raw)
+            if raw == raw:  # a NaN would be ignored: no call for it
+                self.correlation.update(raw)
         # else: fed this value just before
         n = self.n
         size: i64 = ring.size

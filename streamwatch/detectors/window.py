@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import copyreg
 import math
+from bisect import bisect_left, insort
 from collections.abc import Callable
+from types import FunctionType
 from typing import Final
 
 from librt.vecs import append, vec
 from mypy_extensions import i64, mypyc_attr
+
+
+def _probe() -> None:
+    """A function of this module: a Python function unless the module is compiled."""
+
+
+#: True when this module runs interpreted (the pure build, or the source beside the
+#: compiled build): there, a few hot paths take C functions of the standard library where
+#: the compiled build loops over doubles
+INTERPRETED: Final = isinstance(_probe, FunctionType)
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -30,7 +42,7 @@ class Window:
     [2.0, 3.0, 100.0, 2.0, 0.5]
     """
 
-    __slots__ = ("ordered", "size", "values")
+    __slots__ = ("_sorted", "ordered", "size", "values")
 
     def __init__(self, size: int) -> None:
         if size < 1:
@@ -38,11 +50,26 @@ class Window:
         self.size = size
         self.values = DoubleRing(size)  # in arrival order
         self.ordered: vec[float] = vec[float](capacity=size)
+        #: interpreted, ``ordered`` as a list too: kept in order by C functions
+        self._sorted: list[float] | None = [] if INTERPRETED else None
 
     def update(self, x: float) -> None:
         if x - x != 0.0:  # nan or inf
             return
         values = self.values
+        if INTERPRETED:
+            # the C functions of bisect on a list (a loop over the vector here is some 20
+            # times slower, interpreted), and the vector made afresh from it
+            kept = self._sorted
+            if kept is None:  # restored from a snapshot of the compiled build
+                kept = self._sorted = list(self.ordered)
+            if values.n == values.size:
+                del kept[bisect_left(kept, values.swap(x))]
+            else:
+                values.put(x)
+            insort(kept, x)
+            self.ordered = vec[float](kept)
+            return
         ordered = self.ordered
         if values.full:  # x takes the oldest's place, in both
             i = _place(ordered, values.oldest())
@@ -62,10 +89,10 @@ class Window:
 
     @property
     def full(self) -> bool:
-        return self.values.full
+        return self.values.n == self.size  # not the ring's property: a call fewer
 
     def __len__(self) -> int:
-        return len(self.values)
+        return self.values.n
 
     def arrived(self) -> list[float]:
         """The values kept, oldest first."""
@@ -129,7 +156,30 @@ class DoubleRing:
         return head
 
     def put(self, x: float) -> None:
-        self.ring[self.place()] = x
+        # place() and swap() written out: no call on every value, interpreted
+        n = self.n
+        if n < self.size:
+            self.ring[n] = x
+            self.n = n + 1
+            return
+        head = self.head
+        self.ring[head] = x
+        if head + 1 < n:  # statements: see place()
+            self.head = head + 1
+        else:
+            self.head = 0
+
+    def swap(self, x: float) -> float:
+        """A full ring: ``x`` takes the oldest's place (of lane 0); the oldest returned."""
+        head = self.head
+        ring = self.ring
+        oldest = ring[head]
+        ring[head] = x
+        if head + 1 < self.n:  # statements: see place()
+            self.head = head + 1
+        else:
+            self.head = 0
+        return oldest
 
     def clear(self) -> None:
         self.n = self.head = 0
@@ -173,6 +223,11 @@ class DoubleRing:
         ring, size, have = self.ring, self.size, self.n
         end = self.head if have == size else have  # one past the newest
         k = have if last <= 0 else min(last, have)
+        if INTERPRETED:  # C's sort (stable, as insert is) of slices, then one vector
+            start = end - k
+            if start >= 0:
+                return vec[float](sorted(ring[start:end]))
+            return vec[float](sorted([*ring[start + size : size], *ring[:end]]))
         out = vec[float](capacity=k)
         for i in range(end - k, end):
             out = insert(out, ring[i if i >= 0 else i + size])
@@ -287,7 +342,7 @@ def ascending(values: list[float]) -> vec[float]:
     >>> list(ascending([3.0, 1.0, 2.0])), list(ascending([float(i % 7) for i in range(99)]))[-3:]
     ([1.0, 2.0, 3.0], [6.0, 6.0, 6.0])
     """
-    if len(values) > _FEW:
+    if len(values) > _FEW or INTERPRETED:  # interpreted, C's sort is faster at any size
         return vec[float](sorted(values))
     ordered = vec[float](capacity=len(values))
     for x in values:
