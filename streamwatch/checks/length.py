@@ -26,7 +26,7 @@ from mypy_extensions import i64, mypyc_attr
 from streamwatch.checks.base import Check, fall_word
 from streamwatch.config import LengthSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
-from streamwatch.detectors.window import DoubleRing
+from streamwatch.detectors.window import INTERPRETED, DoubleRing
 from streamwatch.engine.findings import CRITICAL, WARNING, Finding
 from streamwatch.incidents import Kind
 
@@ -262,6 +262,9 @@ def _lowest(values: vec[float], start: i64) -> i64:
     >>> _lowest(vec[float]([1.0, 5.0, 2.0, 4.0, 2.0]), 1)
     2
     """
+    if INTERPRETED:  # C's min and index: a loop here is many times slower, interpreted
+        tail = list(values[start:])
+        return start + tail.index(min(tail))
     at, low = start, values[start]
     for i in range(start + 1, len(values)):
         if values[i] < low:

@@ -1,4 +1,8 @@
-"""Bounded windows of recent values: robust statistics, and the newest (step, value) pairs."""
+"""Bounded windows of recent values: robust statistics, and the newest (step, value) pairs.
+
+One module because the windows, the rings and the functions on ascending doubles share one
+representation (vectors of doubles) and its two forms, compiled and interpreted.
+"""
 
 from __future__ import annotations
 
@@ -264,6 +268,10 @@ class DoubleRing:
         """
         ring, n, size = self.ring, self.n, self.size
         start = self.head if n == size else 0
+        if INTERPRETED:  # slices: copied in C
+            if start == 0:
+                return ring[0:n]
+            return vec[float]([*ring[start:size], *ring[0:start]])
         out = vec[float](capacity=n)
         for k in range(start, start + n):
             out = append(out, ring[k if k < size else k - size])
