@@ -72,7 +72,7 @@ class Window:
             else:
                 values.put(x)
             insort(kept, x)
-            self.ordered = vec[float](kept)
+            self.ordered = _FLOATS(kept)
             return
         ordered = self.ordered
         if values.full:  # x takes the oldest's place, in both
@@ -230,8 +230,8 @@ class DoubleRing:
         if INTERPRETED:  # C's sort (stable, as insert is) of slices, then one vector
             start = end - k
             if start >= 0:
-                return vec[float](sorted(ring[start:end]))
-            return vec[float](sorted([*ring[start + size : size], *ring[:end]]))
+                return _FLOATS(sorted(ring[start:end]))
+            return _FLOATS(sorted(list(ring[start + size : size]) + list(ring[:end])))
         out = vec[float](capacity=k)
         for i in range(end - k, end):
             out = insert(out, ring[i if i >= 0 else i + size])
@@ -271,7 +271,7 @@ class DoubleRing:
         if INTERPRETED:  # slices: copied in C
             if start == 0:
                 return ring[0:n]
-            return vec[float]([*ring[start:size], *ring[0:start]])
+            return _FLOATS(list(ring[start:size]) + list(ring[0:start]))
         out = vec[float](capacity=n)
         for k in range(start, start + n):
             out = append(out, ring[k if k < size else k - size])
@@ -338,9 +338,12 @@ def _reduce_ints(v: vec[i64]) -> tuple[Callable[[list[int]], vec[i64]], tuple[li
     return _ints, (list(v),)
 
 
-# a vector pickles as the list of its values (snapshots of the run state hold them); its
-# class is taken from an instance (compiled, ``i64`` outside a function is ``int``)
-copyreg.pickle(type(_floats([])), _reduce_floats)
+#: the class of a vector of doubles, taken from an instance (compiled, ``i64`` outside a
+#: function is ``int``; interpreted, ``vec[float]`` is a subscription at each use)
+_FLOATS: Final = type(_floats([]))
+
+# a vector pickles as the list of its values (snapshots of the run state hold them)
+copyreg.pickle(_FLOATS, _reduce_floats)
 copyreg.pickle(type(_ints([])), _reduce_ints)
 
 
