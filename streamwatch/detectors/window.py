@@ -35,46 +35,44 @@ class Window:
     a shift), so the median is a look-up and the absolute deviations from it come out as two
     sorted runs, which one linear merge orders: checks ask for these on every value. Both
     hold doubles (a :class:`DoubleRing` and a ``vec[float]``): compiled, no float object a
-    value.
+    value. Interpreted, the values in order are a list, kept so by the C functions of
+    ``bisect`` (a loop over a vector is many times slower there), and the vector is made from
+    it when :meth:`ascending` is asked for.
 
     >>> w = Window(5)
     >>> for x in [1.0, 2.0, 3.0, 100.0, 2.0, 0.5]: w.update(x)
-    >>> w.median(), w.full, list(w.ordered), w.arrived()
+    >>> w.median(), w.full, list(w.ascending()), w.arrived()
     (2.0, True, [0.5, 2.0, 2.0, 3.0, 100.0], [2.0, 3.0, 100.0, 2.0, 0.5])
     >>> import pickle
     >>> pickle.loads(pickle.dumps(w)).arrived()
     [2.0, 3.0, 100.0, 2.0, 0.5]
     """
 
-    __slots__ = ("_sorted", "ordered", "size", "values")
+    __slots__ = ("_ordered", "_sorted", "_stale", "size", "values")
 
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         self.size = size
         self.values = DoubleRing(size)  # in arrival order
-        self.ordered: vec[float] = vec[float](capacity=size)
-        #: interpreted, ``ordered`` as a list too: kept in order by C functions
-        self._sorted: list[float] | None = [] if INTERPRETED else None
+        self._ordered: vec[float] = vec[float](capacity=size)
+        self._sorted: list[float] = []  # interpreted: the values in order
+        self._stale = False  # interpreted: _ordered is not _sorted yet
 
     def update(self, x: float) -> None:
         if x - x != 0.0:  # nan or inf
             return
         values = self.values
         if INTERPRETED:
-            # the C functions of bisect on a list (a loop over the vector here is some 20
-            # times slower, interpreted), and the vector made afresh from it
             kept = self._sorted
-            if kept is None:  # restored from a snapshot of the compiled build
-                kept = self._sorted = list(self.ordered)
             if values.n == values.size:
                 del kept[bisect_left(kept, values.swap(x))]
             else:
                 values.put(x)
-            insort(kept, x)
-            self.ordered = _FLOATS(kept)
+            insort(kept, x)  # after its equals, as below
+            self._stale = True
             return
-        ordered = self.ordered
+        ordered = self._ordered
         if values.full:  # x takes the oldest's place, in both
             i = _place(ordered, values.oldest())
             values.put(x)
@@ -89,7 +87,7 @@ class Window:
                 ordered[j] = x
             return
         values.put(x)
-        self.ordered = insert(ordered, x)
+        self._ordered = insert(ordered, x)
 
     @property
     def full(self) -> bool:
@@ -102,8 +100,17 @@ class Window:
         """The values kept, oldest first."""
         return self.values.lane()
 
+    def ascending(self) -> vec[float]:
+        """The values kept, in ascending order."""
+        if INTERPRETED and self._stale:
+            self._ordered = _FLOATS(self._sorted)
+            self._stale = False
+        return self._ordered
+
     def median(self) -> float:
-        return sorted_median(self.ordered)
+        if INTERPRETED:
+            return _list_median(self._sorted)
+        return sorted_median(self._ordered)
 
     def robust_sd(self) -> float:
         """1.4826 x the median absolute deviation: the sd for Gaussian noise, blind to spikes."""
@@ -111,7 +118,7 @@ class Window:
 
     def median_and_sd(self) -> tuple[float, float]:
         """Median and robust sd together; NaN while too few values."""
-        ordered = self.ordered
+        ordered = self.ascending()
         m = sorted_median(ordered)
         return m, robust_sd_sorted(ordered, m)
 
@@ -412,6 +419,18 @@ def sorted_median(ordered: vec[float]) -> float:
 
     >>> sorted_median(ascending([1.0, 2.0, 4.0, 7.0])), sorted_median(ascending([3.0]))
     (3.0, 3.0)
+    """
+    n = len(ordered)
+    if n % 2:
+        return ordered[n // 2]
+    return (ordered[n // 2 - 1] + ordered[n // 2]) / 2 if n else math.nan
+
+
+def _list_median(ordered: list[float]) -> float:
+    """:func:`sorted_median` of a list (the interpreted build's window).
+
+    >>> _list_median([1.0, 2.0, 4.0, 7.0]), _list_median([])
+    (3.0, nan)
     """
     n = len(ordered)
     if n % 2:
