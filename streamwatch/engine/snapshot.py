@@ -14,14 +14,14 @@ windows (which pickle themselves). Restore only snapshots written by a streamwat
 >>> from streamwatch.engine.run import RunState
 >>> blob = dump_run(RunState("grpo-7b", EngineConfig()))
 >>> blob.split(b"\\n", 1)[0]
-b'{"format":"streamwatch.run","run_id":"grpo-7b","version":38}'
+b'{"format":"streamwatch.run","run_id":"grpo-7b","version":39}'
 >>> load_run(blob).run_id
 'grpo-7b'
 >>> try:
-...     load_run(blob.replace(b'"version":38', b'"version":37'))
+...     load_run(blob.replace(b'"version":39', b'"version":38'))
 ... except SnapshotError as exc:
 ...     print(exc)
-snapshot of run 'grpo-7b' is version 37; this streamwatch reads version 38
+snapshot of run 'grpo-7b' is version 38; this streamwatch reads version 39
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from streamwatch.engine.run import RunState
 __all__ = ["FORMAT", "VERSION", "SnapshotError", "dump_run", "load_run"]
 
 FORMAT = "streamwatch.run"
-VERSION = 38
+VERSION = 39
 
 
 class SnapshotError(ValueError):
