@@ -182,7 +182,7 @@ class SpikeCheck(Check):
         last.put(x)
         if not last.full:
             return None
-        smooth = last.ascending()[2]  # the median of the last 5: one spike moves it not
+        smooth = last.middle(5)  # the median of the last 5: one spike moves it not
         self._range.put(smooth)
         if growth.update(math.log(smooth), math.log(x)):
             self._growing = True  # until the evidence is back at 0
