@@ -144,7 +144,7 @@ class DriftColumn:
         ref = self.reference
         assert ref is not None
         # the median of the last values: one slow step (a checkpoint save) is not a shift
-        recent = self.history.ascending(last=_RECENT)[_RECENT // 2]
+        recent = self.history.middle(_RECENT)
         # steps from the reference's newer half to the recent values' centre
         ahead = ref.ahead + _SKIP + (_CONFIRM - 1 - self.armed) - (_RECENT - 1) / 2
         expected = ref.expected(recent, ahead)

@@ -285,7 +285,7 @@ class Bends:
 
     def noise(self) -> float:
         window = self._window
-        ordered = window.ordered if window is not None else self._ring.ascending()
+        ordered = window.ascending() if window is not None else self._ring.ascending()
         limit = 4.0 * robust_sd_sorted(ordered, sorted_median(ordered))
         cap = limit * limit
         values = self._ring.ordered()  # doubles, oldest first

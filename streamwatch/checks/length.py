@@ -29,7 +29,7 @@ from streamwatch.checks.base import Check, fall_word
 from streamwatch.config import LengthSettings
 from streamwatch.detectors import Ewma, Persistence, trend_break
 from streamwatch.detectors.ewma import LIMIT
-from streamwatch.detectors.window import DoubleRing
+from streamwatch.detectors.window import INTERPRETED, DoubleRing
 from streamwatch.engine.findings import CRITICAL, WARNING, Finding
 from streamwatch.incidents import Kind
 
@@ -274,6 +274,9 @@ def _lowest(values: vec[float], start: i64) -> i64:
     >>> _lowest(vec[float]([1.0, 5.0, 2.0, 4.0, 2.0]), 1)
     2
     """
+    if INTERPRETED:  # C's min and index: a loop here is many times slower, interpreted
+        tail = list(values[start:])
+        return start + tail.index(min(tail))
     at, low = start, values[start]
     for i in range(start + 1, len(values)):
         if values[i] < low:

@@ -97,15 +97,16 @@ class SpikeCheck(Check):
         sd = math.nan
         if spike:
             sd = max(w.robust_sd(), 1e-12)
-            if w.ordered[0] <= 0.0:
+            ordered = w.ascending()
+            if ordered[0] <= 0.0:
                 # a series that reaches 0 (a signed loss, a KL around 0, values logged
                 # rounded to 0): "times the median" says nothing, and most of its values
                 # may be one rounded number (a MAD of 0); its spread is at least the mean
                 # absolute deviation, as a Gaussian sd
                 spread = 0.0
-                for v in w.ordered:  # a loop, not sum(): no float object per value compiled
+                for v in ordered:  # a loop, not sum(): no float object per value compiled
                     spread += abs(v - med)
-                sd = max(sd, _SD_PER_MEAN_ABS * spread / float(len(w.ordered)))
+                sd = max(sd, _SD_PER_MEAN_ABS * spread / float(len(ordered)))
             spike = dist > self._robust_z * sd
         w.update(x)
         if spike and self._spiking.streak == 0:
@@ -184,7 +185,7 @@ class SpikeCheck(Check):
         last.put(x)
         if not last.full:
             return None
-        smooth = last.ascending()[2]  # the median of the last 5: one spike moves it not
+        smooth = last.middle(5)  # the median of the last 5: one spike moves it not
         self._range.put(smooth)
         if growth.update(math.log(smooth), math.log(x)):
             self._growing = True  # until the evidence is back at 0

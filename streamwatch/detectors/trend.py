@@ -18,6 +18,7 @@ _SD_PER_MEAN_ABS: Final = math.sqrt(math.pi / 2)  # sd / mean |x| of Gaussian no
 _CORRELATION_SD: Final = 1.5
 _MOST_CORRELATION: Final = 0.95
 _SLOPE_MEMORY: Final = 20
+_SLOPE_WEIGHT: Final = 1.0 / _SLOPE_MEMORY
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -87,7 +88,7 @@ class Correlation:
         n = self.n = self.n + 1
         w = 1.0 / float(n if n < self.memory else self.memory)
         # centred on the recent slope (about 20 values: a learning curve's slope changes)
-        self._m += (w if n < _SLOPE_MEMORY else 1.0 / _SLOPE_MEMORY) * (two - self._m)
+        self._m += (w if n < _SLOPE_MEMORY else _SLOPE_WEIGHT) * (two - self._m)
         d = two - self._m
         self._a += w * ((d if d > 0.0 else -d) - self._a)
         self._b += w * ((bend if bend > 0.0 else -bend) - self._b)
@@ -178,6 +179,9 @@ class TrendBreak:
 
     __slots__ = (
         "_abs",
+        "_flag",
+        "_fsettle",
+        "_fspan",
         "along",
         "clip",
         "correlation",
@@ -219,6 +223,10 @@ class TrendBreak:
         self.threshold = threshold
         self.clip = clip
         self.settle: i64 = settle
+        # the same as doubles, read on every value (interpreted, ``float()`` is a call)
+        self._fspan = float(span)
+        self._flag = float(lag)
+        self._fsettle = float(settle)
         # the last lag + span + 1 values, a ring of doubles: the one of the detector this one
         # is built along, if any (it puts each value in; this one only reads)
         if along is not None and (along.lag != lag or along.span != span):
@@ -240,7 +248,8 @@ class TrendBreak:
         ring = self.ring
         if self.along is None:
             ring.put(y)
-            self.correlation.update(raw)
+            if raw == raw:  # a NaN would be ignored: no call for it
+                self.correlation.update(raw)
         # else: fed this value just before
         n = self.n
         size: i64 = ring.size
@@ -252,11 +261,11 @@ class TrendBreak:
         i = head + span
         values = ring.ring
         then = values[i if i < size else i - size]
-        slope = (then - values[head]) / float(span)
+        slope = (then - values[head]) / self._fspan
         if self.sign > 0.0:
-            r = y - then - (slope * float(self.lag) if slope > 0.0 else 0.0)
+            r = y - then - (slope * self._flag if slope > 0.0 else 0.0)
         else:
-            r = then - y + (slope * float(self.lag) if slope < 0.0 else 0.0)
+            r = then - y + (slope * self._flag if slope < 0.0 else 0.0)
         a = (r if r > 0.0 else -r) * _SD_PER_MEAN_ABS  # its size, as a Gaussian sd
         if n < self.settle:
             self.n = n = n + 1
@@ -275,7 +284,7 @@ class TrendBreak:
             stat = 0.0
             if a > 4.0 * scale:
                 a = 4.0 * scale
-            self.scale = scale + (a - scale) / float(self.settle)
+            self.scale = scale + (a - scale) / self._fsettle
         self.statistic = stat
         bit: i64 = 1 if self.sign > 0.0 else 2
         c = self.correlation

@@ -1,14 +1,30 @@
-"""Bounded windows of recent values: robust statistics, and the newest (step, value) pairs."""
+"""Bounded windows of recent values: robust statistics, and the newest (step, value) pairs.
+
+One module because the windows, the rings and the functions on ascending doubles share one
+representation (vectors of doubles) and its two forms, compiled and interpreted.
+"""
 
 from __future__ import annotations
 
 import copyreg
 import math
+from bisect import bisect_left, insort
 from collections.abc import Callable
+from types import FunctionType
 from typing import Final
 
 from librt.vecs import append, vec
 from mypy_extensions import i64, mypyc_attr
+
+
+def _probe() -> None:
+    """A function of this module: a Python function unless the module is compiled."""
+
+
+#: True when this module runs interpreted (the pure build, or the source beside the
+#: compiled build): there, a few hot paths take C functions of the standard library where
+#: the compiled build loops over doubles
+INTERPRETED: Final = isinstance(_probe, FunctionType)
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -19,31 +35,44 @@ class Window:
     a shift), so the median is a look-up and the absolute deviations from it come out as two
     sorted runs, which one linear merge orders: checks ask for these on every value. Both
     hold doubles (a :class:`DoubleRing` and a ``vec[float]``): compiled, no float object a
-    value.
+    value. Interpreted, the values in order are a list, kept so by the C functions of
+    ``bisect`` (a loop over a vector is many times slower there), and the vector is made from
+    it when :meth:`ascending` is asked for.
 
     >>> w = Window(5)
     >>> for x in [1.0, 2.0, 3.0, 100.0, 2.0, 0.5]: w.update(x)
-    >>> w.median(), w.full, list(w.ordered), w.arrived()
+    >>> w.median(), w.full, list(w.ascending()), w.arrived()
     (2.0, True, [0.5, 2.0, 2.0, 3.0, 100.0], [2.0, 3.0, 100.0, 2.0, 0.5])
     >>> import pickle
     >>> pickle.loads(pickle.dumps(w)).arrived()
     [2.0, 3.0, 100.0, 2.0, 0.5]
     """
 
-    __slots__ = ("ordered", "size", "values")
+    __slots__ = ("_ordered", "_sorted", "_stale", "size", "values")
 
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         self.size = size
         self.values = DoubleRing(size)  # in arrival order
-        self.ordered: vec[float] = vec[float](capacity=size)
+        self._ordered: vec[float] = vec[float](capacity=size)
+        self._sorted: list[float] = []  # interpreted: the values in order
+        self._stale = False  # interpreted: _ordered is not _sorted yet
 
     def update(self, x: float) -> None:
         if x - x != 0.0:  # nan or inf
             return
         values = self.values
-        ordered = self.ordered
+        if INTERPRETED:
+            kept = self._sorted
+            if values.n == values.size:
+                del kept[bisect_left(kept, values.swap(x))]
+            else:
+                values.put(x)
+            insort(kept, x)  # after its equals, as below
+            self._stale = True
+            return
+        ordered = self._ordered
         if values.full:  # x takes the oldest's place, in both
             i = _place(ordered, values.oldest())
             values.put(x)
@@ -58,21 +87,30 @@ class Window:
                 ordered[j] = x
             return
         values.put(x)
-        self.ordered = insert(ordered, x)
+        self._ordered = insert(ordered, x)
 
     @property
     def full(self) -> bool:
-        return self.values.full
+        return self.values.n == self.size  # not the ring's property: a call fewer
 
     def __len__(self) -> int:
-        return len(self.values)
+        return self.values.n
 
     def arrived(self) -> list[float]:
         """The values kept, oldest first."""
         return self.values.lane()
 
+    def ascending(self) -> vec[float]:
+        """The values kept, in ascending order."""
+        if INTERPRETED and self._stale:
+            self._ordered = _FLOATS(self._sorted)
+            self._stale = False
+        return self._ordered
+
     def median(self) -> float:
-        return sorted_median(self.ordered)
+        if INTERPRETED:
+            return _list_median(self._sorted)
+        return sorted_median(self._ordered)
 
     def robust_sd(self) -> float:
         """1.4826 x the median absolute deviation: the sd for Gaussian noise, blind to spikes."""
@@ -80,7 +118,7 @@ class Window:
 
     def median_and_sd(self) -> tuple[float, float]:
         """Median and robust sd together; NaN while too few values."""
-        ordered = self.ordered
+        ordered = self.ascending()
         m = sorted_median(ordered)
         return m, robust_sd_sorted(ordered, m)
 
@@ -129,7 +167,30 @@ class DoubleRing:
         return head
 
     def put(self, x: float) -> None:
-        self.ring[self.place()] = x
+        # place() and swap() written out: no call on every value, interpreted
+        n = self.n
+        if n < self.size:
+            self.ring[n] = x
+            self.n = n + 1
+            return
+        head = self.head
+        self.ring[head] = x
+        if head + 1 < n:  # statements: see place()
+            self.head = head + 1
+        else:
+            self.head = 0
+
+    def swap(self, x: float) -> float:
+        """A full ring: ``x`` takes the oldest's place (of lane 0); the oldest returned."""
+        head = self.head
+        ring = self.ring
+        oldest = ring[head]
+        ring[head] = x
+        if head + 1 < self.n:  # statements: see place()
+            self.head = head + 1
+        else:
+            self.head = 0
+        return oldest
 
     def clear(self) -> None:
         self.n = self.head = 0
@@ -156,9 +217,32 @@ class DoubleRing:
         """The mean of the values kept (of lane 0; NaN while empty)."""
         ring, n = self.ring, self.n
         total = 0.0
-        for i in range(n):
-            total += ring[i]
+        if INTERPRETED:  # the same sum, over a slice: read in C
+            for x in ring[0:n]:
+                total += x
+        else:
+            for i in range(n):
+                total += ring[i]
         return total / float(n) if n else math.nan
+
+    def middle(self, last: int) -> float:
+        """The middle of the newest ``last`` values of lane 0 in ascending order (``last``
+        odd, at most the values kept): ``ascending(last)[last // 2]``.
+
+        >>> r = DoubleRing(6)
+        >>> for x in [5.0, 1.0, 4.0, 2.0, 3.0, 9.0]:
+        ...     r.put(x)
+        >>> r.middle(5), r.middle(3)
+        (3.0, 3.0)
+        """
+        if INTERPRETED:  # a C sort of a slice, without making a vector of it
+            ring, size = self.ring, self.size
+            end = self.head if self.n == size else self.n  # one past the newest
+            start = end - last
+            if start >= 0:
+                return sorted(ring[start:end])[last // 2]
+            return sorted(list(ring[start + size : size]) + list(ring[:end]))[last // 2]
+        return self.ascending(last)[last // 2]
 
     def ascending(self, last: int = 0) -> vec[float]:
         """The values of lane 0 (its newest ``last``, when given) in ascending order, sorted
@@ -173,6 +257,11 @@ class DoubleRing:
         ring, size, have = self.ring, self.size, self.n
         end = self.head if have == size else have  # one past the newest
         k = have if last <= 0 else min(last, have)
+        if INTERPRETED:  # C's sort (stable, as insert is) of slices, then one vector
+            start = end - k
+            if start >= 0:
+                return _FLOATS(sorted(ring[start:end]))
+            return _FLOATS(sorted(list(ring[start + size : size]) + list(ring[:end])))
         out = vec[float](capacity=k)
         for i in range(end - k, end):
             out = insert(out, ring[i if i >= 0 else i + size])
@@ -228,6 +317,10 @@ class DoubleRing:
         """
         ring, n, size = self.ring, self.n, self.size
         start = self.head if n == size else 0
+        if INTERPRETED:  # slices: copied in C
+            if start == 0:
+                return ring[0:n]
+            return _FLOATS(list(ring[start:size]) + list(ring[0:start]))
         out = vec[float](capacity=n)
         for k in range(start, start + n):
             out = append(out, ring[k if k < size else k - size])
@@ -294,9 +387,12 @@ def _reduce_ints(v: vec[i64]) -> tuple[Callable[[list[int]], vec[i64]], tuple[li
     return _ints, (list(v),)
 
 
-# a vector pickles as the list of its values (snapshots of the run state hold them); its
-# class is taken from an instance (compiled, ``i64`` outside a function is ``int``)
-copyreg.pickle(type(_floats([])), _reduce_floats)
+#: the class of a vector of doubles, taken from an instance (compiled, ``i64`` outside a
+#: function is ``int``; interpreted, ``vec[float]`` is a subscription at each use)
+_FLOATS: Final = type(_floats([]))
+
+# a vector pickles as the list of its values (snapshots of the run state hold them)
+copyreg.pickle(_FLOATS, _reduce_floats)
 copyreg.pickle(type(_ints([])), _reduce_ints)
 
 
@@ -306,7 +402,7 @@ def ascending(values: list[float]) -> vec[float]:
     >>> list(ascending([3.0, 1.0, 2.0])), list(ascending([float(i % 7) for i in range(99)]))[-3:]
     ([1.0, 2.0, 3.0], [6.0, 6.0, 6.0])
     """
-    if len(values) > _FEW:
+    if len(values) > _FEW or INTERPRETED:  # interpreted, C's sort is faster at any size
         return vec[float](sorted(values))
     ordered = vec[float](capacity=len(values))
     for x in values:
@@ -365,6 +461,18 @@ def sorted_median(ordered: vec[float]) -> float:
 
     >>> sorted_median(ascending([1.0, 2.0, 4.0, 7.0])), sorted_median(ascending([3.0]))
     (3.0, 3.0)
+    """
+    n = len(ordered)
+    if n % 2:
+        return ordered[n // 2]
+    return (ordered[n // 2 - 1] + ordered[n // 2]) / 2 if n else math.nan
+
+
+def _list_median(ordered: list[float]) -> float:
+    """:func:`sorted_median` of a list (the interpreted build's window).
+
+    >>> _list_median([1.0, 2.0, 4.0, 7.0]), _list_median([])
+    (3.0, nan)
     """
     n = len(ordered)
     if n % 2:

@@ -14,14 +14,14 @@ windows (which pickle themselves). Restore only snapshots written by a streamwat
 >>> from streamwatch.engine.run import RunState
 >>> blob = dump_run(RunState("grpo-7b", EngineConfig()))
 >>> blob.split(b"\\n", 1)[0]
-b'{"format":"streamwatch.run","run_id":"grpo-7b","version":41}'
+b'{"format":"streamwatch.run","run_id":"grpo-7b","version":42}'
 >>> load_run(blob).run_id
 'grpo-7b'
 >>> try:
-...     load_run(blob.replace(b'"version":41', b'"version":40'))
+...     load_run(blob.replace(b'"version":42', b'"version":41'))
 ... except SnapshotError as exc:
 ...     print(exc)
-snapshot of run 'grpo-7b' is version 40; this streamwatch reads version 41
+snapshot of run 'grpo-7b' is version 41; this streamwatch reads version 42
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from streamwatch.engine.run import RunState
 __all__ = ["FORMAT", "VERSION", "SnapshotError", "dump_run", "load_run"]
 
 FORMAT = "streamwatch.run"
-VERSION = 41
+VERSION = 42
 
 
 class SnapshotError(ValueError):
