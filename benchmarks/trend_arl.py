@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from streamwatch.checks.reward import RewardCheck
@@ -62,8 +63,31 @@ def uses(config: EngineConfig | None = None) -> list[Use]:
     ]
 
 
+def episodes(statistics: Iterator[float]) -> dict[int, int]:
+    """Episodes of a CUSUM above each threshold of the grid: a crossing counts once until
+    the statistic is back at 0."""
+    counts = dict.fromkeys(GRID, 0)
+    armed = dict.fromkeys(GRID, True)
+    for stat in statistics:
+        if stat == 0.0:
+            for h in GRID:
+                armed[h] = True
+            continue
+        for h in GRID:
+            if stat <= h:
+                break
+            if armed[h]:
+                counts[h] += 1
+                armed[h] = False
+    return counts
+
+
 def crossings(use: Use, steps: int, seed: int) -> dict[int, int]:
     """Episodes of the detector's CUSUM above each threshold of the grid on healthy noise."""
+    return episodes(_trend_statistics(use, steps, seed))
+
+
+def _trend_statistics(use: Use, steps: int, seed: int) -> Iterator[float]:
     s = use.settings
     t = TrendBreak(
         use.mode,
@@ -75,8 +99,6 @@ def crossings(use: Use, steps: int, seed: int) -> dict[int, int]:
         settle=s.settle,
     )
     rng = random.Random(seed)
-    counts = dict.fromkeys(GRID, 0)
-    armed = dict.fromkeys(GRID, True)
     last: list[float] = []
     smooth = math.nan
     for _ in range(steps):
@@ -91,18 +113,7 @@ def crossings(use: Use, steps: int, seed: int) -> dict[int, int]:
             v = v if smooth != smooth else smooth + 0.3 * (v - smooth)
         smooth = v
         t.update(smooth, x)
-        stat = t.statistic
-        if stat == 0.0:
-            for h in GRID:
-                armed[h] = True
-            continue
-        for h in GRID:
-            if stat <= h:
-                break
-            if armed[h]:
-                counts[h] += 1
-                armed[h] = False
-    return counts
+        yield t.statistic
 
 
 def chaos_crossings(steps: int, seed: int, df: int = 0) -> dict[int, int]:
@@ -110,28 +121,19 @@ def chaos_crossings(steps: int, seed: int, df: int = 0) -> dict[int, int]:
     flat reward) above each threshold of the grid: its steps are the squared bends of the
     values, which are not exact log-likelihood ratios (Wald's bound ``h = ln ARL0`` is not
     theirs). ``df``: Student-t noise of that many degrees of freedom (0: Gaussian)."""
+    return episodes(_chaos_statistics(steps, seed, df))
+
+
+def _chaos_statistics(steps: int, seed: int, df: int) -> Iterator[float]:
     check = RewardCheck("train_reward", "reward", EngineConfig().reward)
     rng = random.Random(seed)
-    counts = dict.fromkeys(GRID, 0)
-    armed = dict.fromkeys(GRID, True)
     for step in range(steps):
         z = rng.gauss(0.0, 1.0)
         if df:  # a t draw scaled to unit variance
             chi = sum(rng.gauss(0.0, 1.0) ** 2 for _ in range(df)) / df
             z = z / math.sqrt(chi) / math.sqrt(df / (df - 2))
         check.update(step, 0.5 + 0.02 * z)
-        stat = check.chaos_evidence
-        if stat == 0.0:
-            for h in GRID:
-                armed[h] = True
-            continue
-        for h in GRID:
-            if stat <= h:
-                break
-            if armed[h]:
-                counts[h] += 1
-                armed[h] = False
-    return counts
+        yield check.chaos_evidence
 
 
 def fit(counts: dict[int, int], steps: int) -> tuple[float, float]:

@@ -113,7 +113,7 @@ class LineNoise:
         """The window's mean value (NaN when empty)."""
         return self.values.mean()
 
-    def trimmed(self) -> float:
+    def robust_sd(self) -> float:
         """A robust sd of the window's residuals: 1.4826 x their median absolute value around
         the line fitted again without the value farthest from the first line (computed
         afresh: asked only of a window that looks noisy). Heavy-tailed noise puts one or two
@@ -124,7 +124,7 @@ class LineNoise:
         >>> noise = LineNoise(6)
         >>> for x in [1.0, 1.1, -9.0, 0.9, 1.0]:
         ...     _ = noise.update(x)
-        >>> round(noise.update(1.1), 3), round(noise.trimmed(), 3)
+        >>> round(noise.update(1.1), 3), round(noise.robust_sd(), 3)
         (4.534, 0.142)
         """
         values = self.values.ordered()  # doubles, oldest first: no float object a value
@@ -256,6 +256,7 @@ class RewardCheck(Check):
         alarm = False
         r = math.nan
         floor = math.nan
+        robust = math.nan  # the window's robust sd, once computed this step
         if not math.isnan(self.noise):
             # a curve that moved over a range of 0.7 is not chaotic at noise of 0.01, however
             # calm it was before: judge against a floor that is a small fraction of that range
@@ -265,7 +266,8 @@ class RewardCheck(Check):
             if alarm:
                 # a heavy-tailed value or two is no chaos: the window's robust noise
                 # (its bulk's, the farthest value left out of its line) must be as high
-                alarm = self._recent.trimmed() / floor > self._chaos_ratio
+                robust = self._recent.robust_sd()
+                alarm = robust / floor > self._chaos_ratio
         level = self._recent.mean()
         waiting = self._waiting
         ring, size = waiting.ring, waiting.size
@@ -285,6 +287,8 @@ class RewardCheck(Check):
         self._bend = math.nan
         if not self._chaos.update(alarm) and not noisier:
             return None
+        if robust != robust:
+            robust = self._recent.robust_sd()
         severity = CRITICAL if r > 2 * self._chaos_ratio else WARNING
         metric, window = self.metric, self.s.chaos_window
         return Finding(
@@ -297,7 +301,7 @@ class RewardCheck(Check):
             {
                 "value": x,
                 "recent_noise_sd": recent,
-                "recent_noise_robust": self._recent.trimmed(),
+                "recent_noise_robust": robust,
                 "reference_noise_sd": floor,
                 "noise_ratio": r,
                 "window": window,
